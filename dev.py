@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The README's two Quickstart commands: `python3 dev.py job` and `python3 dev.py test`.
+
+Each works on a fresh clone with only Python >= 3.10 and pip: it creates `.venv/` beside this file (unless a
+virtual environment is already active), installs the project with its test extra there (again only when
+pyproject.toml changed), then runs the local job or the whole test suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+
+
+def _python() -> Path:
+    if sys.prefix != sys.base_prefix:  # already inside a virtual environment: use it
+        return Path(sys.executable)
+    if not (VENV / "bin" / "python").exists():
+        print(f"creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    return VENV / "bin" / "python"
+
+
+def _install(python: Path) -> None:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    stamp = Path(subprocess.check_output([str(python), "-c", "import sys; print(sys.prefix)"], text=True).strip())
+    stamp = stamp / ".mlsubmit-installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    print("installing mlsubmit and its test dependencies (first run: a few minutes)", flush=True)
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
+    subprocess.check_call(pip + ["install", "-q", "--upgrade", "pip"])
+    subprocess.check_call(pip + ["install", "-q", "-e", f"{ROOT}[test]"])
+    stamp.write_text(digest)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"job", "test"}:
+        print("usage: python3 dev.py job|test [extra arguments]", file=sys.stderr)
+        return 2
+    python = _python()
+    _install(python)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if argv[0] == "test":
+        cmd = [str(python), "-m", "pytest", *argv[1:]]
+    else:
+        cmd = [str(python), "-m", "trainer.task", "--dry-run", *argv[1:]]
+    return subprocess.call(cmd, cwd=ROOT, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,3 @@
+from mlsubmit.cli import main
+
+main()

@@ -1,0 +1,66 @@
+"""The mlsubmit command line: parses, calls, renders — no business logic here.
+
+Each command lives in `mlsubmit/commands/<name>.py` and registers itself on `app`. Those modules import
+only light things at module level, so `mlsubmit --help` never loads TensorFlow or the Google clients.
+`MlsubmitError` is caught in exactly one place: `_Group.invoke`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from mlsubmit import __version__
+from mlsubmit.errors import MlsubmitError
+
+
+class _Group(TyperGroup):
+    """Turns any MlsubmitError raised by a command into one red line on stderr and its exit code."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except MlsubmitError as err:
+            typer.secho(f"error: {err.one_line()}", fg="red", err=True)
+            raise typer.Exit(err.exit_code) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="mlsubmit",
+    help="Train Keras models data-parallel on every GPU: validated job specs, packaging, submission and "
+    "downstream prediction for Vertex AI, legacy AI Platform and this machine.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mlsubmit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """mlsubmit."""
+
+
+def _register_commands() -> None:
+    # Importing a command module registers its commands on `app`; each keeps heavy imports inside functions.
+    from mlsubmit import commands
+
+    commands.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    sys.exit(app(standalone_mode=True))

@@ -1,0 +1,47 @@
+"""Shared fixtures: a real fake-gcs-server process for the session, a fresh bucket per test, isolated state."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Quiet TensorFlow's C++ start-up chatter in every subprocess the tests start.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """A real fake-gcs-server on 127.0.0.1, started once for the session and stopped at its end."""
+    from mlsubmit.gcs_emulator import GcsEmulator
+
+    with GcsEmulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def gcs(gcs_emulator, monkeypatch):
+    """Point this test (and the subprocesses it starts) at the emulator; yields (emulator, fresh bucket name)."""
+    for key, value in gcs_emulator.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = f"test-{uuid.uuid4().hex[:12]}"
+    gcs_emulator.create_bucket(bucket)
+    yield gcs_emulator, bucket
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_state(tmp_path_factory, monkeypatch):
+    """Keep every test's user state (caches, config) out of the real home directory."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("MLSUBMIT_HOME", str(home / ".mlsubmit"))
+    monkeypatch.setenv("KERAS_HOME", str(home / ".keras"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(home / "gcloud"))
+
+
+def python() -> str:
+    return sys.executable
