@@ -1,0 +1,130 @@
+"""The job directory's artifacts, written by the chief only, MANIFEST.json last.
+
+    model/model.keras        the template model (Keras format)
+    model/model.h5           the same model as HDF5, as the original recipes saved it
+    model/saved_model/       export for serving
+    metrics.json             final loss/accuracy on validation and test data, run facts
+    history.json             per-epoch history
+    history.png              training and validation curves
+    MANIFEST.json            every file above with its size and sha256 — written last
+
+An artifact directory without MANIFEST.json is incomplete: the manifest is removed before a run starts writing and
+written (and uploaded) only after every other file is in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from trainer.storage import Location
+
+MANIFEST = "MANIFEST.json"
+MODEL_FILES = ("model/model.keras", "model/model.h5", "model/saved_model")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    os.replace(tmp, path)
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def save_models(template, model_dir: Path) -> list[Path]:
+    """Save the template as .keras, .h5 and a SavedModel export under model_dir (always a local path)."""
+    import logging
+    import warnings
+
+    logging.getLogger("absl").setLevel(logging.ERROR)  # "HDF5 is legacy": the recipes' format, kept on purpose
+    model_dir.mkdir(parents=True, exist_ok=True)
+    keras_path, h5_path, export_path = (model_dir / "model.keras", model_dir / "model.h5", model_dir / "saved_model")
+    template.save(str(keras_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        template.save(str(h5_path))
+    if hasattr(template, "export"):
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the serving signature
+            template.export(str(export_path))
+    else:  # pragma: no cover - older Keras
+        import tensorflow as tf
+
+        tf.saved_model.save(template, str(export_path))
+    return [keras_path, h5_path, export_path]
+
+
+def plot_history(history: dict[str, list[float]], path: Path) -> None:
+    """Training and validation curves (loss and accuracy) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in ("loss", "accuracy") if m in history]
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(5 * max(len(metrics), 1), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        epochs = range(1, len(history[metric]) + 1)
+        ax.plot(epochs, history[metric], marker="o", label=f"training {metric}")
+        if f"val_{metric}" in history:
+            ax.plot(epochs, history[f"val_{metric}"], marker="o", label=f"validation {metric}")
+        ax.set_xlabel("epoch")
+        ax.set_title(metric)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def artifact_files(root: Path, extra_dirs: tuple[str, ...] = ()) -> list[Path]:
+    """Every file the trainer wrote below root: model/, metrics, history, and `extra_dirs` (e.g. logs/)."""
+    files = []
+    for rel in ("model", "metrics.json", "history.json", "history.png", *extra_dirs):
+        path = root / rel
+        if path.is_dir():
+            files.extend(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            files.append(path)
+    return sorted(files)
+
+
+def build_manifest(root: Path, files: list[Path]) -> dict:
+    return {
+        "format": "mlsubmit-artifacts/1",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": [{"path": p.relative_to(root).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)}
+                  for p in files],
+    }
+
+
+def publish(job_dir: Location, extra_dirs: tuple[str, ...] = ()) -> dict:
+    """Upload every artifact (if the job dir is remote), then write and upload MANIFEST.json last."""
+    files = artifact_files(job_dir.local, extra_dirs)
+    for path in files:
+        job_dir.push(path.relative_to(job_dir.local).as_posix())
+    manifest = build_manifest(job_dir.local, files)
+    write_json(job_dir.local / MANIFEST, manifest)
+    job_dir.push(MANIFEST)
+    return manifest

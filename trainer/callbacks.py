@@ -1,0 +1,101 @@
+"""Callbacks of the trainer's own: history that survives a preemption, backup sync to gs://, throughput."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from trainer.kerasmod import get_keras
+from trainer.storage import Location
+
+HISTORY_PARTIAL = "history.partial.json"
+
+
+def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, samples_per_epoch: int,
+                   with_validation: bool):
+    """The trainer's callback list, in the order they must run at each epoch's end."""
+    recorder = HistoryRecorder(backup.local / HISTORY_PARTIAL)
+    timer = EpochTimer(samples_per_epoch)
+    monitor = "val_loss" if with_validation else "loss"
+    callbacks = [
+        recorder,  # first: its partial history is part of the backup written next
+        keras.callbacks.EarlyStopping(monitor=monitor, patience=patience, restore_best_weights=True),
+        keras.callbacks.BackupAndRestore(backup_dir=str(backup.local)),
+        SyncLocation(backup, every_epoch=True, clear_at_end=True),
+        keras.callbacks.TensorBoard(log_dir=str(logs.local), write_graph=False, profile_batch=0),
+        SyncLocation(logs, every_epoch=True),
+        timer,
+    ]
+    return callbacks, recorder, timer
+
+
+_Callback = get_keras().callbacks.Callback  # Keras 3 or tf_keras, whichever this process trains with
+
+
+class HistoryRecorder(_Callback):
+    """Per-epoch history, kept beside the backup so a resumed run reports every epoch, not only its own."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+        self.history: dict[str, list[float]] = {}
+        self.resumed_from_epoch = 0
+
+    def on_train_begin(self, logs=None):
+        if self.path.exists():
+            self.history = json.loads(self.path.read_text())
+            self.resumed_from_epoch = len(self.history.get("loss", []))
+
+    def on_epoch_end(self, epoch, logs=None):
+        for key, value in (logs or {}).items():
+            if key == "learning_rate":
+                continue
+            values = self.history.setdefault(key, [])
+            del values[epoch:]  # a redone epoch replaces what an interrupted run recorded
+            values.append(float(value))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.history))
+
+    @property
+    def epochs(self) -> int:
+        return len(self.history.get("loss", []))
+
+
+class SyncLocation(_Callback):
+    """Publish a Location (backup, TensorBoard logs) to gs:// after every epoch so a preempted job can resume."""
+
+    def __init__(self, location: Location, every_epoch: bool = True, clear_at_end: bool = False):
+        super().__init__()
+        self.location, self.every_epoch, self.clear_at_end = location, every_epoch, clear_at_end
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.every_epoch and self.location.local.exists():
+            self.location.push()
+
+    def on_train_end(self, logs=None):
+        if self.clear_at_end:
+            self.location.clear_remote()
+        elif self.location.local.exists():
+            self.location.push()
+
+
+class EpochTimer(_Callback):
+    """Training throughput in samples per second; the first epoch (graph tracing) is left out when there are more."""
+
+    def __init__(self, samples_per_epoch: int):
+        super().__init__()
+        self.samples_per_epoch = samples_per_epoch
+        self.durations: list[float] = []
+        self._start = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.durations.append(time.perf_counter() - self._start)
+
+    @property
+    def samples_per_second(self) -> float:
+        timed = self.durations[1:] if len(self.durations) > 1 else self.durations
+        return self.samples_per_epoch * len(timed) / sum(timed) if timed and sum(timed) > 0 else 0.0

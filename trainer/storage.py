@@ -1,0 +1,146 @@
+"""Local directories and gs:// prefixes behind one small interface.
+
+TensorFlow's own GCS filesystem always talks to the real endpoint and Keras writes `model.save("gs://…/x.h5")`
+to a local `gs:/…` path without a word, so the trainer never hands a gs:// path to TensorFlow: it writes to a
+local directory and uploads with google-cloud-storage, which honours STORAGE_EMULATOR_HOST.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from trainer.errors import TrainerError
+
+
+def is_gcs(uri: str) -> bool:
+    return uri.startswith("gs://")
+
+
+def split_gcs(uri: str) -> tuple[str, str]:
+    bucket, _, prefix = uri[len("gs://"):].partition("/")
+    if not bucket:
+        raise TrainerError(f"invalid GCS path {uri!r}; expected gs://BUCKET/PREFIX")
+    return bucket, prefix.strip("/")
+
+
+def _client():
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "local-project"),
+                              credentials=AnonymousCredentials())
+    return storage.Client()
+
+
+class Location:
+    """A directory the trainer writes: `local` is where files are written; `push()` publishes them to `uri`."""
+
+    def __init__(self, uri: str, local: Path | None = None):
+        self.uri = uri.rstrip("/") if uri != "/" else uri
+        self.remote = is_gcs(uri)
+        if self.remote:
+            self._bucket_name, self._prefix = split_gcs(uri)
+            self.local = local or Path(tempfile.mkdtemp(prefix="mlsubmit-jobdir-"))
+        else:
+            self.local = Path(uri)
+        self._bucket = None
+
+    def __repr__(self) -> str:
+        return f"Location({self.uri!r})"
+
+    def child(self, name: str) -> "Location":
+        return Location(f"{self.uri}/{name}", self.local / name)
+
+    def _blob_name(self, rel: str) -> str:
+        return f"{self._prefix}/{rel}" if self._prefix else rel
+
+    @property
+    def bucket(self):
+        if self._bucket is None:
+            self._bucket = _client().bucket(self._bucket_name)
+        return self._bucket
+
+    def check_writable(self) -> None:
+        """Fail early, with one line, when the job dir cannot be written."""
+        probe = ".mlsubmit-write-check"
+        try:
+            self.local.mkdir(parents=True, exist_ok=True)
+            (self.local / probe).write_bytes(b"")
+            (self.local / probe).unlink()
+        except OSError as exc:
+            raise TrainerError(f"job dir {self.uri} is not writable ({exc.strerror or exc}); pass a --job-dir "
+                               "you can write to") from None
+        if self.remote:
+            try:
+                blob = self.bucket.blob(self._blob_name(probe))
+                blob.upload_from_string(b"")
+                blob.delete()
+            except Exception as exc:  # google.api_core exceptions, connection errors
+                raise TrainerError(f"job dir {self.uri} is not writable: {type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:200]}") from None
+
+    def exists(self, rel: str) -> bool:
+        if self.remote:
+            return self.bucket.blob(self._blob_name(rel)).exists()
+        return (self.local / rel).exists()
+
+    def remove(self, rel: str) -> None:
+        """Delete one file (local and remote) if it exists."""
+        (self.local / rel).unlink(missing_ok=True)
+        if self.remote:
+            blob = self.bucket.blob(self._blob_name(rel))
+            if blob.exists():
+                blob.delete()
+
+    def push(self, rel: str | None = None) -> list[str]:
+        """Upload one file, or every file below `local` (rel=None), to the remote prefix. Returns the paths sent."""
+        if not self.remote:
+            return []
+        files = [self.local / rel] if rel else sorted(p for p in self.local.rglob("*") if p.is_file())
+        sent = []
+        for path in files:
+            name = path.relative_to(self.local).as_posix()
+            self.bucket.blob(self._blob_name(name)).upload_from_filename(str(path))
+            sent.append(name)
+        return sent
+
+    def pull(self) -> int:
+        """Download every object below the remote prefix into `local`. Returns the number of files."""
+        if not self.remote:
+            return 0
+        count = 0
+        prefix = f"{self._prefix}/" if self._prefix else ""
+        for blob in self.bucket.client.list_blobs(self._bucket_name, prefix=prefix):
+            target = self.local / blob.name[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            blob.download_to_filename(str(target))
+            count += 1
+        return count
+
+    def clear_remote(self) -> None:
+        """Delete every object below the remote prefix (e.g. a finished job's backup)."""
+        if self.remote:
+            prefix = f"{self._prefix}/" if self._prefix else ""
+            for blob in list(self.bucket.client.list_blobs(self._bucket_name, prefix=prefix)):
+                blob.delete()
+
+    def cleanup_local(self) -> None:
+        if self.remote:
+            shutil.rmtree(self.local, ignore_errors=True)
+
+
+def download_to_temp(uri: str) -> Path:
+    """Download one gs:// object to a temporary file (for --data gs://…/x.npz)."""
+    bucket, name = split_gcs(uri)
+    target = Path(tempfile.mkdtemp(prefix="mlsubmit-data-")) / Path(name).name
+    try:
+        _client().bucket(bucket).blob(name).download_to_filename(str(target))
+    except Exception as exc:
+        raise TrainerError(f"invalid value for --data: cannot read {uri} ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0][:200]})") from None
+    return target

@@ -1,0 +1,45 @@
+"""Entry point on the training machine: `python -m trainer.task --job-dir DIR [...]`.
+
+Thin on purpose: parse the flags strictly into a TrainConfig, run, print the summary. Bad input is one line on
+stderr and exit code 2, before training starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported anywhere
+    from trainer.errors import TrainerError
+
+    try:
+        from trainer.config import parse_config
+
+        config = parse_config(argv)
+        from trainer.cluster import from_environment
+
+        cluster = from_environment(os.environ)
+        if cluster.is_distributed:
+            from trainer.cluster_train import run_in_cluster
+
+            result = run_in_cluster(config, cluster, started)
+        else:
+            from trainer.train import run
+
+            result = run(config, cluster, started)
+    except TrainerError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
+    if result is not None:
+        from trainer.summary import render
+
+        print(render(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""One training run on one machine: data → devices → strategy → template → fit → artifacts (manifest last).
+
+Everything the user can get wrong (flags, data, devices, job dir) is checked before the first training step.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+
+from trainer import artifacts, data, devices, pipeline, strategy
+from trainer.cluster import Cluster
+from trainer.config import TrainConfig
+from trainer.models import MODELS, build_model
+from trainer.storage import Location
+
+LOSS = "sparse_categorical_crossentropy"
+
+
+@dataclass
+class RunResult:
+    config: TrainConfig
+    metrics: dict
+    job_dir: str
+    manifest: dict | None
+    template: object = field(repr=False, default=None)
+    reload_check: dict | None = None
+
+
+def make_optimizer(keras, name: str, learning_rate: float | None):
+    cls = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}[name]
+    return cls(learning_rate=learning_rate) if learning_rate else cls()
+
+
+def compile_model(keras, model, config: TrainConfig) -> None:
+    model.compile(optimizer=make_optimizer(keras, config.optimizer, config.learning_rate), loss=LOSS,
+                  metrics=["accuracy"])
+
+
+def evaluate(model, x, y, batch_size: int) -> dict[str, float]:
+    """Loss and accuracy over every sample, from predictions (exact; works for any split across replicas)."""
+    import numpy as np
+
+    probabilities = model.predict(x, batch_size=batch_size, verbose=0)
+    picked = np.clip(probabilities[np.arange(len(y)), y], 1e-7, 1.0)
+    return {"loss": float(-np.mean(np.log(picked))), "accuracy": float(np.mean(probabilities.argmax(axis=1) == y))}
+
+
+def locations(config: TrainConfig, job_dir: Location) -> tuple[Location, Location]:
+    backup = Location(config.checkpoint_dir) if config.checkpoint_dir else job_dir.child("backup")
+    logs = Location(config.tensorboard_dir) if config.tensorboard_dir else job_dir.child("logs")
+    return backup, logs
+
+
+def run(config: TrainConfig, cluster: Cluster | None = None, started: float | None = None) -> RunResult:
+    """Train on this machine (one process) and write the artifacts. Returns the metrics and where they went."""
+    started = started or time.perf_counter()
+    cluster = cluster or Cluster()
+    arrays = data.load(config.data, validation_split=config.validation_split, seed=config.seed)  # fails early
+    job_dir = Location(config.job_dir)
+    job_dir.check_writable()
+    found = devices.setup(config.gpu_count, config.emulate_devices)
+    choice = strategy.choose(cluster, found.count)
+
+    import tensorflow as tf
+
+    from trainer.kerasmod import get_keras
+    from trainer.multi_gpu import SyncToTemplate, build_template, copy_optimizer_state, copy_weights, replicate
+
+    keras = get_keras()
+    keras.utils.set_random_seed(config.seed)
+    dist = strategy.build(choice, found.names)
+    replicas = dist.num_replicas_in_sync
+    pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
+                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch)
+
+    template = build_template(build_model, keras, config.model, arrays.input_shape, arrays.num_classes)
+    parallel = replicate(template, dist)
+    with dist.scope():
+        compile_model(keras, parallel, config)
+
+    job_dir.remove(artifacts.MANIFEST)  # from here on the job dir is visibly incomplete
+    backup, logs = locations(config, job_dir)
+    backup.pull()
+    from trainer.callbacks import make_callbacks
+
+    callbacks, recorder, timer = make_callbacks(
+        keras, backup=backup, logs=logs, patience=config.patience,
+        samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)
+    callbacks.append(SyncToTemplate(template))
+    verbose = 1 if os.isatty(1) and not config.dry_run else 2
+    parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
+                 shuffle=False)  # the pipeline shuffles, seeded
+
+    evaluation = {"test": evaluate(parallel, arrays.x_test, arrays.y_test, pipes.global_batch)}
+    if len(arrays.x_val):
+        evaluation["validation"] = evaluate(parallel, arrays.x_val, arrays.y_val, pipes.global_batch)
+    copy_weights(parallel, template)
+    compile_model(keras, template, config)
+    copy_optimizer_state(parallel, template)
+
+    history = recorder.history
+    metrics = {
+        "model": config.model,
+        "parameters": int(template.count_params()),
+        "validation_loss": evaluation.get("validation", {}).get("loss"),
+        "validation_accuracy": evaluation.get("validation", {}).get("accuracy"),
+        "test_loss": evaluation["test"]["loss"],
+        "test_accuracy": evaluation["test"]["accuracy"],
+        "epochs_run": recorder.epochs,
+        "resumed_from_epoch": recorder.resumed_from_epoch,
+        "replicas": replicas,
+        "devices": list(found.names),
+        "device_kind": found.kind,
+        "strategy": choice.name,
+        "cluster": cluster.shape(),
+        "per_replica_batch": config.batch_size,
+        "global_batch": pipes.global_batch,
+        "optimizer": config.optimizer,
+        "learning_rate": float(keras.ops.convert_to_numpy(parallel.optimizer.learning_rate))
+        if hasattr(keras, "ops") else float(tf.keras.backend.get_value(parallel.optimizer.learning_rate)),
+        "seed": config.seed,
+        "samples_per_second": round(timer.samples_per_second, 1),
+        "keras_backend": keras.backend.backend(),
+        "keras_version": keras.__version__,
+        "tensorflow_version": tf.__version__,
+        "python_version": platform.python_version(),
+        "data": {"source": arrays.source, "fingerprint": arrays.fingerprint, "input_shape": list(arrays.input_shape),
+                 "num_classes": arrays.num_classes, "train_samples": len(arrays.x_train),
+                 "validation_samples": len(arrays.x_val), "test_samples": len(arrays.x_test)},
+    }
+    local = job_dir.local
+    artifacts.save_models(template, local / "model")
+    artifacts.write_json(local / "history.json", history)
+    artifacts.plot_history(history, local / "history.png")
+    metrics["wall_seconds"] = round(time.perf_counter() - started, 2)
+    artifacts.write_json(local / "metrics.json", metrics)
+    reload_check = None
+    if config.dry_run:
+        from trainer.verify import check_reload
+
+        reload_check = check_reload(template, local / "model", arrays.x_test[: pipes.global_batch])
+    logs_under_job_dir = () if config.tensorboard_dir else ("logs",)
+    if logs.remote and config.tensorboard_dir:
+        logs.push()
+    manifest = artifacts.publish(job_dir, logs_under_job_dir)
+    return RunResult(config, metrics, job_dir.uri, manifest, template, reload_check)

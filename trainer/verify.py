@@ -1,0 +1,27 @@
+"""Reload the saved artifacts and check they predict exactly what the in-memory template predicts (dry runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from trainer.errors import TrainerError
+
+
+def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6) -> dict[str, float]:
+    """Load model.keras (safe mode) and model.h5 and compare their predictions with the template's."""
+    from trainer.kerasmod import get_keras
+
+    keras = get_keras()
+    expected = template.predict(x, verbose=0)
+    differences = {}
+    for name in ("model.keras", "model.h5"):
+        loaded = keras.models.load_model(str(model_dir / name), safe_mode=True) if name.endswith(".keras") \
+            else keras.models.load_model(str(model_dir / name))
+        difference = float(np.max(np.abs(loaded.predict(x, verbose=0) - expected)))
+        if difference > atol:
+            raise TrainerError(f"reloaded {name} predicts differently from the trained model (max difference "
+                               f"{difference:.3g} > {atol}); the artifact is not trustworthy")
+        differences[name] = difference
+    return differences
