@@ -3,14 +3,16 @@
 TF_CONFIG: {"cluster": {"chief"|"master": [...], "worker": [...], "ps": [...]}, "task": {"type", "index"}}.
 Legacy AI Platform said `master`; TensorFlow 2 only accepts `chief`, so `master` is rewritten to `chief`.
 `evaluator` is a task type but never a cluster key. CLUSTER_SPEC (Vertex AI) names worker pools
-workerpool0 (chief), workerpool1 (workers), workerpool2 (ps), workerpool3 (evaluators).
+workerpool0 (chief), workerpool1 (workers), workerpool2 (ps), workerpool3 (evaluators). How many evaluators run
+beside the cluster is read from CLUSTER_SPEC (or an `evaluator` key in TF_CONFIG's cluster), so the chief knows to
+write the checkpoints they evaluate.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainer.errors import TrainerError
 
@@ -24,6 +26,7 @@ class Cluster:
     spec: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     task_type: str = "chief"
     task_index: int = 0
+    evaluators: int = 0  # evaluator tasks beside the cluster (never part of TensorFlow's cluster spec)
 
     @property
     def is_distributed(self) -> bool:
@@ -39,8 +42,8 @@ class Cluster:
 
     def shape(self) -> dict[str, int]:
         shape = {role: len(addresses) for role, addresses in self.spec.items()}
-        if self.task_type == "evaluator":
-            shape["evaluator"] = 1
+        if self.evaluators or self.task_type == "evaluator":
+            shape["evaluator"] = max(self.evaluators, 1)
         return shape or {"chief": 1}
 
     def tf_config(self) -> dict:
@@ -62,8 +65,24 @@ def _normalise(cluster: Mapping[str, list], task_type: str, index: int) -> Clust
     return Cluster(spec, task_type, index)
 
 
+def _evaluator_count(env: Mapping[str, str]) -> int:
+    counts = [0]
+    for key, pool in (("CLUSTER_SPEC", "workerpool3"), ("TF_CONFIG", "evaluator")):
+        try:
+            counts.append(len((json.loads(env.get(key) or "{}").get("cluster") or {}).get(pool) or ()))
+        except (ValueError, AttributeError, TypeError):
+            pass  # a malformed value is reported by _from_environment
+    return max(counts)
+
+
 def from_environment(env: Mapping[str, str]) -> Cluster:
     """Read TF_CONFIG (preferred) or CLUSTER_SPEC; no cluster means a one-machine job (the chief)."""
+    cluster = _from_environment(env)
+    evaluators = _evaluator_count(env)
+    return replace(cluster, evaluators=evaluators) if evaluators else cluster
+
+
+def _from_environment(env: Mapping[str, str]) -> Cluster:
     raw = env.get("TF_CONFIG", "").strip()
     if raw:
         try:

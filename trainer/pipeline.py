@@ -1,8 +1,12 @@
 """Arrays → tf.data pipelines batched by the *global* batch (per-replica batch × replicas).
 
-Shuffle (seeded), batch, parallel augmentation for models that ask for it (random flip and a random crop after
-4-pixel padding, as the CIFAR recipes do), prefetch. Under a tf.distribute strategy, Keras splits every global
-batch across the replicas.
+The training stream is a sequence of epochs; each epoch is a permutation of the training set drawn with a
+*stateless* RNG keyed by (seed, epoch), cut into whole global batches, gathered batch-wise (fast), augmented in
+parallel for models that ask for it (random flip and a random crop after 4-pixel padding, as the CIFAR recipes do),
+and prefetched. Stateless shuffling matters: a seeded `Dataset.shuffle` reshuffles differently once a
+tf.distribute strategy clones the dataset, so 1 and 2 replicas would see different orders; here every replica
+count sees the same global batches, and a resumed run continues with the epochs it had not done.
+Under a strategy, Keras splits every global batch across the replicas.
 """
 
 from __future__ import annotations
@@ -15,27 +19,29 @@ from trainer.errors import TrainerError
 
 @dataclass(frozen=True)
 class Pipelines:
-    train: object  # tf.data.Dataset
+    train: object  # tf.data.Dataset, endless: fit with steps_per_epoch
     val: object | None
     test: object  # features only: for predictions on every test sample
     global_batch: int
     steps_per_epoch: int
 
 
-def _augment_fn(tf, shape, seed):
-    height, width = shape[0], shape[1]
+def _augment_batch(tf, shape, seed):
+    height, width, channels = shape
 
     def augment(x, y):
-        x = tf.image.random_flip_left_right(x, seed=seed)
-        x = tf.image.resize_with_crop_or_pad(x, height + 8, width + 8)
-        x = tf.image.random_crop(x, size=(height, width, shape[2]), seed=seed)
-        return x, y
+        def one(image):
+            image = tf.image.random_flip_left_right(image, seed=seed)
+            image = tf.image.resize_with_crop_or_pad(image, height + 8, width + 8)
+            return tf.image.random_crop(image, size=(height, width, channels), seed=seed)
+
+        return tf.map_fn(one, x), y
 
     return augment
 
 
 def build(arrays: Arrays, *, per_replica_batch: int, replicas: int, seed: int, augment: bool,
-          steps_per_epoch: int | None = None) -> Pipelines:
+          steps_per_epoch: int | None = None, initial_epoch: int = 0) -> Pipelines:
     import tensorflow as tf
 
     global_batch = per_replica_batch * replicas
@@ -45,17 +51,20 @@ def build(arrays: Arrays, *, per_replica_batch: int, replicas: int, seed: int, a
                            f"global batch is {global_batch} ({per_replica_batch} per replica × {replicas} replicas); "
                            "lower --batch-size or --validation-split, or use more data")
     autotune = tf.data.AUTOTUNE
-    train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
-    train = train.shuffle(n_train, seed=seed, reshuffle_each_iteration=True)
+    full_steps = n_train // global_batch
+    x_train, y_train = tf.constant(arrays.x_train), tf.constant(arrays.y_train)
+
+    def epoch_batches(epoch):
+        keys = tf.random.stateless_uniform([n_train], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+        order = tf.argsort(keys)[: full_steps * global_batch]
+        return tf.data.Dataset.from_tensor_slices(order).batch(global_batch, drop_remainder=True)
+
+    train = tf.data.Dataset.range(initial_epoch, 2**62).flat_map(epoch_batches)
+    train = train.map(lambda idx: (tf.gather(x_train, idx), tf.gather(y_train, idx)), num_parallel_calls=autotune)
     if augment and len(arrays.input_shape) == 3:
-        train = train.map(_augment_fn(tf, arrays.input_shape, seed), num_parallel_calls=autotune)
-    steps = n_train // global_batch
-    if steps_per_epoch:
-        steps = min(steps, steps_per_epoch)
-        train = train.repeat()
-    train = train.batch(global_batch, drop_remainder=True).prefetch(autotune)
-    if steps_per_epoch:
-        train = train.take(steps)  # a finite dataset: BackupAndRestore and Keras count epochs over it
+        train = train.map(_augment_batch(tf, arrays.input_shape, seed), num_parallel_calls=autotune)
+    train = train.prefetch(autotune)
+    steps = min(full_steps, steps_per_epoch) if steps_per_epoch else full_steps
 
     def eval_set(x, y):
         # Keras 3 `evaluate` under MirroredStrategy fails on a batch that does not split evenly across the

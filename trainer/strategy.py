@@ -29,6 +29,12 @@ class StrategyChoice:
         return self.name in (MULTI_WORKER, PARAMETER_SERVER)
 
 
+def uses_cluster_route(cluster: Cluster) -> bool:
+    """Whether this process runs the cluster route (trainer.cluster_train, on tf_keras): a distributed cluster, or
+    evaluators beside the chief (they read the checkpoints the cluster route writes)."""
+    return cluster.is_distributed or cluster.evaluators > 0 or cluster.task_type == "evaluator"
+
+
 def choose(cluster: Cluster, device_count: int) -> StrategyChoice:
     """Pick the strategy for this process. Raises TrainerError for shapes no strategy can serve."""
     workers, ps = cluster.count("worker"), cluster.count("ps")

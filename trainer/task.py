@@ -21,9 +21,11 @@ def main(argv: list[str] | None = None) -> int:
 
         config = parse_config(argv)
         from trainer.cluster import from_environment
+        from trainer.strategy import uses_cluster_route
 
         cluster = from_environment(os.environ)
-        if cluster.is_distributed:
+        if uses_cluster_route(cluster):
+            os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot train on cluster strategies (see README)
             from trainer.cluster_train import run_in_cluster
 
             result = run_in_cluster(config, cluster, started)

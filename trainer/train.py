@@ -48,6 +48,17 @@ def evaluate(model, x, y, batch_size: int) -> dict[str, float]:
     return {"loss": float(-np.mean(np.log(picked))), "accuracy": float(np.mean(probabilities.argmax(axis=1) == y))}
 
 
+def backed_up_epoch(backup: Location) -> int:
+    """The number of epochs a preempted run finished (BackupAndRestore's metadata), 0 for a fresh run."""
+    import json
+
+    meta = backup.local / "training_metadata.json"
+    try:
+        return int(json.loads(meta.read_text())["epoch"]) if meta.exists() else 0
+    except (ValueError, KeyError, OSError):
+        return 0
+
+
 def locations(config: TrainConfig, job_dir: Location) -> tuple[Location, Location]:
     backup = Location(config.checkpoint_dir) if config.checkpoint_dir else job_dir.child("backup")
     logs = Location(config.tensorboard_dir) if config.tensorboard_dir else job_dir.child("logs")
@@ -73,17 +84,18 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     keras.utils.set_random_seed(config.seed)
     dist = strategy.build(choice, found.names)
     replicas = dist.num_replicas_in_sync
+    job_dir.remove(artifacts.MANIFEST)  # from here on the job dir is visibly incomplete
+    backup, logs = locations(config, job_dir)
+    backup.pull()
     pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
-                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch)
+                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
+                           initial_epoch=backed_up_epoch(backup))
 
     template = build_template(build_model, keras, config.model, arrays.input_shape, arrays.num_classes)
     parallel = replicate(template, dist)
     with dist.scope():
         compile_model(keras, parallel, config)
 
-    job_dir.remove(artifacts.MANIFEST)  # from here on the job dir is visibly incomplete
-    backup, logs = locations(config, job_dir)
-    backup.pull()
     from trainer.callbacks import make_callbacks
 
     callbacks, recorder, timer = make_callbacks(
@@ -92,7 +104,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     callbacks.append(SyncToTemplate(template))
     verbose = 1 if os.isatty(1) and not config.dry_run else 2
     parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-                 shuffle=False)  # the pipeline shuffles, seeded
+                 steps_per_epoch=pipes.steps_per_epoch)  # the pipeline shuffles, seeded
 
     evaluation = {"test": evaluate(parallel, arrays.x_test, arrays.y_test, pipes.global_batch)}
     if len(arrays.x_val):

@@ -1,0 +1,187 @@
+"""The trainer end to end, as users run it: real TensorFlow, tiny models, few steps, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support.trainer_run import ROOT, digits_npz, read_json, run_trainer
+
+pytestmark = pytest.mark.slow
+
+
+def _manifest_ok(job_dir: Path) -> dict:
+    import hashlib
+
+    manifest = read_json(job_dir / "MANIFEST.json")
+    listed = {f["path"] for f in manifest["files"]}
+    for entry in manifest["files"]:
+        data = (job_dir / entry["path"]).read_bytes()
+        assert len(data) == entry["size"] and hashlib.sha256(data).hexdigest() == entry["sha256"]
+    for required in ("model/model.keras", "model/model.h5", "model/saved_model/saved_model.pb", "metrics.json",
+                     "history.json", "history.png"):
+        assert required in listed
+    return manifest
+
+
+def test_dry_run_saves_reloads_and_summarises(tmp_path):
+    result = run_trainer("--dry-run", "--job-dir", str(tmp_path / "job"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "reload check model.keras max |Δ| 0.0e+00, model.h5 max |Δ| 0.0e+00" in result.stdout
+    assert "strategy     default" in result.stdout
+    _manifest_ok(tmp_path / "job")
+
+
+RELOAD_SCRIPT = r"""
+import json, sys, numpy as np, keras, tensorflow as tf
+assert len(tf.config.list_logical_devices("CPU")) == 1  # no emulation here
+job, npz = sys.argv[1], sys.argv[2]
+with np.load(npz) as data:
+    x, y = data["x_test"].astype("float32")[..., None] / 255.0, data["y_test"]
+metrics = json.load(open(job + "/metrics.json"))
+for name in ("model.keras", "model.h5"):
+    model = keras.models.load_model(f"{job}/model/{name}", **({"safe_mode": True} if name.endswith("keras") else {}))
+    p = model.predict(x, verbose=0)
+    loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1))))
+    print(name, abs(loss - metrics["test_loss"]), float(np.mean(p.argmax(1) == y)) - metrics["test_accuracy"])
+"""
+
+
+def test_four_emulated_replicas_and_the_template_loads_without_emulation(tmp_path):
+    job, npz = tmp_path / "job", digits_npz(tmp_path / "digits.npz")
+    result = run_trainer("--job-dir", str(job), "--emulate-devices", "4", "--epochs", "1", "--batch-size", "16",
+                         "--data", str(npz), "--model", "dense")
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = read_json(job / "metrics.json")
+    assert metrics["replicas"] == 4 and metrics["strategy"] == "mirrored" and metrics["global_batch"] == 64
+    assert metrics["device_kind"] == "CPU (emulated ×4)"
+    _manifest_ok(job)
+    # A fresh process with no emulation loads the saved template and predicts what the 4-replica run measured.
+    out = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT, str(job), str(npz)], capture_output=True, text=True,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    for name in ("model.keras", "model.h5"):
+        loss_diff, accuracy_diff = map(float, lines[name].split())
+        assert loss_diff < 1e-5 and accuracy_diff == 0.0, lines
+
+
+SAME_WEIGHTS_SCRIPT = r"""
+import os, sys, numpy as np
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+from trainer import devices
+devices.setup(None, 2)  # two logical CPU devices, before any op
+from dataclasses import replace
+from trainer.config import parse_config
+from trainer.train import run
+base = parse_config(["--model", "dense", "--optimizer", "sgd", "--learning-rate", "0.1", "--epochs", "2",
+                     "--data", "synthetic:6x6x1:3:128", "--validation-split", "0", "--emulate-devices", "2",
+                     "--job-dir", sys.argv[1] + "/one", "--gpus", "1", "--batch-size", "32"], env={})
+devices.setup = lambda requested, emulate: devices.Devices(devices.select(requested, 0, emulate), "CPU", 0)
+one = run(base)
+two = run(replace(base, job_dir=sys.argv[1] + "/two", gpus="2", batch_size=16))
+assert one.metrics["replicas"] == 1 and two.metrics["replicas"] == 2, (one.metrics, two.metrics)
+assert one.metrics["global_batch"] == two.metrics["global_batch"] == 32
+diffs = [float(np.max(np.abs(a - b))) for a, b in zip(one.template.get_weights(), two.template.get_weights())]
+print("MAXDIFF", max(diffs))
+"""
+
+
+def test_one_and_two_replicas_with_sgd_end_with_the_same_weights(tmp_path):
+    out = subprocess.run([sys.executable, "-c", SAME_WEIGHTS_SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    max_diff = float(out.stdout.split("MAXDIFF")[-1])
+    assert max_diff < 1e-5, max_diff
+
+
+def test_digits_reach_95_percent_test_accuracy(tmp_path):
+    npz = digits_npz(tmp_path / "digits.npz")
+    result = run_trainer("--job-dir", str(tmp_path / "job"), "--data", str(npz), "--model", "dense", "--epochs", "40",
+                         "--batch-size", "32", "--patience", "8", "--learning-rate", "0.003")
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = read_json(tmp_path / "job" / "metrics.json")
+    assert metrics["test_accuracy"] >= 0.95, metrics
+    assert metrics["data"]["input_shape"] == [8, 8, 1] and metrics["data"]["num_classes"] == 10
+    history = read_json(tmp_path / "job" / "history.json")
+    assert len(history["loss"]) == metrics["epochs_run"] and "val_accuracy" in history
+
+
+def test_preempted_job_resumes_from_its_last_finished_epoch(tmp_path):
+    job = tmp_path / "job"
+    args = ["--job-dir", str(job), "--data", "synthetic:16x16x1:4:3000", "--batch-size", "8", "--epochs", "4",
+            "--patience", "50", "--model", "dense"]
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    meta = job / "backup" / "training_metadata.json"
+    deadline = time.monotonic() + 150
+    try:
+        while time.monotonic() < deadline:
+            if meta.exists():
+                try:
+                    if json.loads(meta.read_text())["epoch"] >= 2:
+                        break
+                except (ValueError, KeyError):
+                    pass
+            assert proc.poll() is None, "training finished before it could be preempted"
+            time.sleep(0.02)
+        else:
+            pytest.fail("no backup after 2 epochs")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not (job / "MANIFEST.json").exists()  # killed: visibly incomplete
+    saved_epoch = json.loads(meta.read_text())["epoch"]
+    result = run_trainer(*args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = read_json(job / "metrics.json")
+    assert metrics["resumed_from_epoch"] == saved_epoch >= 2
+    assert metrics["epochs_run"] == 4 and len(read_json(job / "history.json")["loss"]) == 4
+    assert not (job / "backup").exists()  # the backup is removed once training finished
+
+
+def test_gs_job_dir_lands_every_artifact_in_the_bucket_manifest_last(gcs, tmp_path):
+    emulator, bucket = gcs
+    from mlsubmit.gcs_emulator import storage_client
+
+    npz = digits_npz(tmp_path / "digits.npz")
+    client = storage_client()
+    client.bucket(bucket).blob("data/digits.npz").upload_from_filename(str(npz))
+    result = run_trainer("--job-dir", f"gs://{bucket}/runs/one", "--data", f"gs://{bucket}/data/digits.npz",
+                         "--epochs", "2", "--model", "mnist_convnet")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not Path(ROOT, "gs:").exists()  # Keras's silent local `gs:/…` file never appears
+    blobs = {b.name[len("runs/one/"):]: b for b in client.list_blobs(bucket, prefix="runs/one/")}
+    manifest = json.loads(blobs["MANIFEST.json"].download_as_bytes())
+    assert {f["path"] for f in manifest["files"]} <= set(blobs)
+    for required in ("model/model.h5", "model/model.keras", "model/saved_model/saved_model.pb", "metrics.json",
+                     "history.png", "history.json"):
+        assert required in blobs
+    assert not any(name.startswith("backup/") for name in blobs)  # finished: backup removed
+    manifest_time = blobs["MANIFEST.json"].updated
+    assert all(b.updated <= manifest_time for b in blobs.values())
+    h5 = next(f for f in manifest["files"] if f["path"] == "model/model.h5")
+    assert blobs["model/model.h5"].size == h5["size"] > 0
+
+
+def test_bad_input_exits_2_before_training_and_leaves_no_manifest(tmp_path):
+    np.savez(tmp_path / "bad.npz", x_train=np.zeros((10, 4, 4), np.uint8), y_train=np.zeros(10, np.int64))
+    result = run_trainer("--job-dir", str(tmp_path / "job"), "--data", str(tmp_path / "bad.npz"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: invalid data file {tmp_path / 'bad.npz'}: missing keys x_test, y_test; found x_train, y_train; "
+        "expected x_train, y_train, x_test, y_test")
+    assert not (tmp_path / "job" / "MANIFEST.json").exists()
+    result = run_trainer("--job-dir", str(tmp_path / "job"), "--gpus", "3")
+    assert result.returncode == 2 and "this machine has 0 GPUs" in result.stderr
+    result = run_trainer("--job-dir", str(tmp_path / "job"), "--batch-size", "4096")
+    assert result.returncode == 2 and "too few training samples for one batch" in result.stderr
+    assert not (tmp_path / "job" / "MANIFEST.json").exists()
