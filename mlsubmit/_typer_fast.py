@@ -1,0 +1,49 @@
+"""Skip typer's pydantic coercion for plain options, to keep command start-up fast.
+
+typer 0.29 coerces every option value (even an absent `--help`) through a pydantic TypeAdapter built on first
+use; importing pydantic and building the adapters costs ~80-150 ms per run. Options typed bool, str, Path or
+list[str] need no such machinery: `plain_coercion(params)` presets typer's lazily built `_runtime_param` of
+those options with `_Plain`, which returns the value as the command line gave it. On a typer without
+`_runtime_param` the preset attribute is simply unused and typer coerces as usual.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, get_args, get_origin
+
+
+class _Plain:
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        if isinstance(value, (list, tuple)):
+            return [str(item) for item in value]
+        return value if isinstance(value, self.kind) else self.kind(value)
+
+
+def plain_coercion(params: Iterable[Any]) -> None:
+    """Give every bool / str / Path / list[str] typer parameter in `params` the plain coercion."""
+    for param in params:
+        annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+        if annotation in (bool, str, Path):
+            param._runtime_param = _Plain(annotation)
+        elif get_origin(annotation) is list and get_args(annotation) == (str,):
+            param._runtime_param = _Plain(str)
+
+
+class PlainCoercion:
+    """Mixin for typer command and group classes: plain coercion for their own options and `--help`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_coercion(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            plain_coercion([option])
+        return option

@@ -1,0 +1,131 @@
+"""The job-spec options, defined once: `mlsubmit config` and `mlsubmit train` take exactly these.
+
+Decorate a command with `@with_spec_options` (and register it with `cls=SpecCommand`): its signature gains every option below (and the trainer
+arguments after `--`), and the function receives them as one dict argument `spec_flags`, which
+`spec_from_options(spec_flags, target=...)` turns into a validated JobSpec. Choices and help come from
+`mlsubmit.machines`. Flags override the values of a `--config` YAML.
+"""
+
+import functools
+import inspect
+from typing import Annotated, Any, Callable, List, Optional
+
+import typer
+from typer.core import TyperCommand
+
+from mlsubmit import machines
+from mlsubmit._typer_fast import PlainCoercion
+
+_PANEL = "Job spec (flags override --config YAML)"
+
+
+def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: bool = False) -> Any:
+    kind = List[str] if multiple else Optional[str]
+    return Annotated[kind, typer.Option(*names, help=help, metavar=metavar, rich_help_panel=_PANEL,
+                                        show_default=False)]
+
+
+SPEC_OPTIONS: dict[str, Any] = {
+    "config": _option("--config", metavar="FILE", help="A legacy `trainingInput:` YAML or a Vertex AI "
+                      "CustomJobSpec YAML to start from; every flag given here overrides its value."),
+    "tier": _option("--tier", metavar="|".join(machines.TIERS), help="Scale tier (see the table below). Without "
+                    "--tier, any machine or count option means CUSTOM."),
+    "gpus": _option("--gpus", metavar="N", help=f"GPUs on the chief (CUSTOM). Without --machine-type picks "
+                    f"{', '.join(f'{n}: {m}' for n, m in machines.DEFAULT_GPU_MACHINE.items())}."),
+    "gpu_type": _option("--gpu-type", metavar="TYPE", help=f"Accelerator type (default: {machines.DEFAULT_GPU_TYPE})"
+                        f"; one of {', '.join(machines.ACCELERATORS)}."),
+    "machine_type": _option("--machine-type", metavar="TYPE", help="The chief's machine: n1-*, a2-*, a3-*, g2-* "
+                            "or a legacy type (standard, complex_model_m_gpu, …); see the table below."),
+    "workers": _option("--workers", metavar="N", help="Worker replicas (CUSTOM); same machine as the chief "
+                       "unless --worker-machine-type."),
+    "ps": _option("--ps", metavar="N", help="Parameter servers (CUSTOM)."),
+    "evaluators": _option("--evaluators", metavar="N", help="Evaluator replicas (CUSTOM); chief's machine."),
+    "worker_machine_type": _option("--worker-machine-type", metavar="TYPE", help="Workers' machine "
+                                   "(cloud-tpu for the one TPU worker)."),
+    "ps_machine_type": _option("--ps-machine-type", metavar="TYPE",
+                               help=f"Parameter servers' machine (default: {machines.DEFAULT_CPU_MACHINE})."),
+    "region": _option("--region", metavar="REGION", help=f"(default: {machines.DEFAULT_REGION}) One of "
+                      f"{', '.join(machines.REGIONS)}."),
+    "runtime_version": _option("--runtime-version", metavar="X.Y", help="TensorFlow runtime version "
+                               f"(default: legacy {machines.DEFAULT_RUNTIME_VERSION}, Vertex AI prebuilt "
+                               f"tf-cpu/tf-gpu {machines.DEFAULT_EXECUTOR_TF})."),
+    "executor_image": _option("--executor-image", metavar="URI", help="Vertex AI executor image (instead of "
+                              "--runtime-version)."),
+    "python_module": _option("--python-module", metavar="MODULE", help="Module to run (default: trainer.task)."),
+    "max_runtime": _option("--max-runtime", metavar="DURATION", help="Cancel the job after this long: 7200s, "
+                           "90m, 2h, 1h30m (default: the service's, 7 days)."),
+    "job_dir": _option("--job-dir", metavar="PATH", help="Output directory (gs:// for cloud jobs); the trainer "
+                       "gets it as --job-dir."),
+    "job_name": _option("--job-name", metavar="NAME", help="Job id (legacy: letters, digits, _) / display name "
+                        "(Vertex AI, at most 128 characters)."),
+    "label": _option("--label", metavar="KEY=VALUE", multiple=True, help="Job label; repeatable."),
+}
+TRAINER_ARGS = Annotated[Optional[List[str]], typer.Argument(metavar="[-- TRAINER_ARGS...]", show_default=False,
+                                                             help="Arguments for the trainer, after --.")]
+
+
+def with_spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add SPEC_OPTIONS and the trainer arguments to `command`, which receives them as `spec_flags` (a dict)."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "spec_flags"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
+                               default=[] if name == "label" else None) for name, kind in SPEC_OPTIONS.items()]
+    added.append(inspect.Parameter("trainer_args", inspect.Parameter.KEYWORD_ONLY, annotation=TRAINER_ARGS,
+                                   default=None))
+    names = {p.name for p in added}
+
+    @functools.wraps(command)
+    def wrapper(**values: Any) -> Any:
+        flags = {k: v for k, v in values.items() if k in names}
+        return command(spec_flags=flags, **{k: v for k, v in values.items() if k not in names})
+
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    wrapper.__signature__ = inspect.Signature(own + added)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + added}
+    return wrapper
+
+
+class SpecCommand(PlainCoercion, TyperCommand):
+    """The typer command class for commands with the spec options: no pydantic per option (_typer_fast)."""
+
+
+def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
+    """The validated JobSpec for these option values (merged over --config), and notes on unmapped settings.
+
+    Args:
+        flags: the `spec_flags` dict a `@with_spec_options` command receives.
+        target: "cloud" (gs:// job dir required) or "local".
+    Returns:
+        (JobSpec, notes)
+    Raises:
+        UsageError: the first invalid value, named as the user gave it.
+    """
+    from mlsubmit.spec_input import FLAG_NAMES, RoleDraft, SpecDraft, build_spec, load_yaml, merge
+
+    labels = None
+    if flags.get("label"):
+        labels = []
+        for item in flags["label"]:
+            key, sep, value = item.partition("=")
+            if not sep:
+                from mlsubmit.errors import invalid_value
+
+                raise invalid_value("--label", item, "KEY=VALUE", hint=f"write --label {item}=VALUE")
+            labels.append((key, value))
+    given = SpecDraft(
+        tier=flags.get("tier"),
+        chief=RoleDraft(machine_type=flags.get("machine_type"), accelerator_type=flags.get("gpu_type"),
+                        accelerator_count=flags.get("gpus")),
+        worker=RoleDraft(count=flags.get("workers"), machine_type=flags.get("worker_machine_type")),
+        ps=RoleDraft(count=flags.get("ps"), machine_type=flags.get("ps_machine_type")),
+        evaluator=RoleDraft(count=flags.get("evaluators")),
+        region=flags.get("region"), runtime_version=flags.get("runtime_version"),
+        executor_image=flags.get("executor_image"), python_module=flags.get("python_module"),
+        args=tuple(flags["trainer_args"]) if flags.get("trainer_args") else None,
+        job_dir=flags.get("job_dir"), job_name=flags.get("job_name"),
+        labels=tuple(labels) if labels else None, max_runtime=flags.get("max_runtime"),
+        names=dict(FLAG_NAMES))
+    notes: list[str] = []
+    if flags.get("config"):
+        from_yaml, notes = load_yaml(flags["config"])
+        given = merge(from_yaml, given)
+    return build_spec(given, target=target), notes

@@ -1,0 +1,67 @@
+"""`mlsubmit config`: flags and/or a YAML -> one validated job spec -> a Vertex AI or legacy config YAML.
+
+Parses, calls, renders: the rules live in mlsubmit.machines / spec / requests.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from mlsubmit import machines
+from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
+from mlsubmit.errors import did_you_mean, invalid_value
+
+FORMATS = ("vertex", "legacy")
+_EPILOG = machines.describe_table().replace("\n", "\n\n")  # click rewraps paragraphs: keep one line each
+
+
+def register(app: typer.Typer) -> None:
+    app.command("config", cls=SpecCommand, epilog=_EPILOG, no_args_is_help=False)(with_spec_options(config))
+
+
+def config(
+    spec_flags: Any,
+    fmt: Annotated[str, typer.Option("--format", metavar="|".join(FORMATS), help="vertex: a CustomJobSpec "
+                                     "for `gcloud ai custom-jobs create --config`; legacy: a trainingInput "
+                                     "document for `gcloud ai-platform jobs submit training --config`.")] = "vertex",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write here "
+                                                   "(atomically) instead of stdout.")] = None,
+) -> None:
+    """Write a validated job config (YAML) from flags and/or --config FILE; flags override the YAML.
+
+    Migrates too: `mlsubmit config --config OLD.yaml --format vertex` turns a legacy trainingInput into Vertex
+    AI worker pools (and back with --format legacy), warning about every setting that could not be mapped.
+    """
+    from mlsubmit import requests
+    from mlsubmit.commands._spec_options import spec_from_options
+
+    if fmt not in FORMATS:
+        raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
+    spec, notes = spec_from_options(spec_flags)
+    document, conversion_notes = requests.config_document(spec, fmt)
+    text = requests.to_yaml(document)
+    for note in notes + conversion_notes:
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_atomically(output, text)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder, so readers never see half a file."""
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise invalid_value("--output", str(path), "a file in an existing folder", hint=f"mkdir -p {folder}")
+    handle = tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{path.name}.", suffix=".tmp", delete=False,
+                                         encoding="utf-8")
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except BaseException:
+        os.unlink(handle.name)
+        raise

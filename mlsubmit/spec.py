@@ -1,0 +1,279 @@
+"""JobSpec: one training job, immutable and validated against the table in `mlsubmit.machines` when built.
+
+A JobSpec does not know which API it will be sent to: `mlsubmit.requests` renders it as a Vertex AI
+CustomJob or a legacy AI Platform Job, and the local runner reads its pools directly. Build one from flags
+and/or YAML with `mlsubmit.spec_input.build_spec`; change one with `spec.replace(**changes)` (validated
+again).
+
+Example:
+    >>> spec = JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-16", 1, "NVIDIA_TESLA_T4", 4))
+    >>> spec.pools["chief"].accelerator
+    ('NVIDIA_TESLA_T4', 4)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mlsubmit import machines
+from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+
+TARGETS = ("cloud", "local")  # cloud: Vertex AI / AI Platform (gs:// paths); local: this machine
+MAX_NAME = 128  # Vertex AI displayName and legacy jobId
+MAX_PACKAGE_URIS = 100
+LEGACY_JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_RUNTIME = re.compile(r"\d+\.\d+")
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+ROLE_WORDS = {"chief": "chief", "worker": "workers", "ps": "parameter servers", "evaluator": "evaluators"}
+
+
+def whole_number(value: Any, field: str, minimum: int = 0) -> int:
+    """`value` (int or decimal string, as YAML and flags give it) as an int ≥ minimum; UsageError otherwise."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        number = int(value)
+    if number is None or number < minimum:
+        raise invalid_value(field, value, f"a whole number >= {minimum}")
+    return number
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The replicas of one role: how many, on which machine, with which accelerators.
+
+    Attributes:
+        role: "chief", "worker", "ps" or "evaluator".
+        machine_type: a name from machines.MACHINES (cloud_tpu is stored as cloud-tpu).
+        replica_count: number of replicas (the chief always has 1).
+        accelerator_type, accelerator_count: attached accelerators; legacy machine types carry theirs
+            implicitly and keep these empty (see `accelerator`).
+    """
+
+    role: str
+    machine_type: str
+    replica_count: int = 1
+    accelerator_type: str | None = None
+    accelerator_count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.role not in machines.ROLES:
+            raise invalid_value("role", self.role, "one of " + ", ".join(machines.ROLES))
+        words = ROLE_WORDS[self.role]
+        machine = machines.machine(self.machine_type, f"{words} machine type")
+        object.__setattr__(self, "machine_type", machine.name)
+        whole_number(self.replica_count, f"{words} count", minimum=1)
+        if self.role == "chief" and self.replica_count != 1:
+            raise invalid_value("chief count", self.replica_count, "1 (Vertex AI pool 0 has exactly one replica)")
+        if self.accelerator_type is None and not self.accelerator_count:
+            if machine.family == "tpu":
+                raise UsageError(f"invalid {words} accelerators: {machine.name} needs TPU_V2 or TPU_V3 x "
+                                 f"{machines.TPU_CORES}", hint="add --gpu-type TPU_V2 --gpus 8")
+            return
+        self._check_accelerators(machine, words)
+
+    def _check_accelerators(self, machine: machines.MachineType, words: str) -> None:
+        if machine.is_legacy:
+            carried = f"its GPUs are implicit ({machine.implicit[1]} {machine.implicit[0]})" if machine.fixed \
+                else "it has no GPUs"
+            raise UsageError(f"invalid {words} accelerators: {machine.name} is a legacy machine type and never "
+                             f"carries an acceleratorConfig ({carried})",
+                             hint=f"drop --gpus/--gpu-type, or use its Compute Engine equivalent "
+                                  f"{machine.equivalent} to choose GPUs")
+        accelerator = machines.accelerator(str(self.accelerator_type), f"{words} accelerator type")
+        count = whole_number(self.accelerator_count, f"{words} accelerator count", minimum=1)
+        allowed = machines.allowed_counts(machine, accelerator.name)
+        if count in allowed:
+            return
+        if allowed:
+            message = (f"invalid {words} accelerators: {machine.name} cannot carry {count} {accelerator.name}; "
+                       f"allowed counts: {', '.join(map(str, allowed))}")
+        else:
+            kinds = ", ".join(machine.accelerators) or "none"
+            message = (f"invalid {words} accelerators: {machine.name} cannot carry {accelerator.name}; "
+                       f"accelerators it carries: {kinds}")
+        fitting = machines.carriers(accelerator.name, count)[:3]
+        if accelerator.kind == "tpu":
+            hint = "TPUs run on one cloud-tpu worker: --worker-machine-type cloud-tpu --workers 1"
+        else:
+            hint = f"machines that carry {count} {accelerator.name}: {', '.join(fitting)}" if fitting else None
+        raise UsageError(message, hint=hint)
+
+    @property
+    def accelerator(self) -> tuple[str, int] | None:
+        """(type, count) of this pool's accelerators, attached or implicit in a legacy machine type."""
+        if self.accelerator_type:
+            return self.accelerator_type, self.accelerator_count
+        return machines.MACHINES[self.machine_type].implicit
+
+    @property
+    def machine(self) -> machines.MachineType:
+        return machines.MACHINES[self.machine_type]
+
+    def replace(self, **changes: Any) -> "Pool":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A training job: cluster shape, program, and where it runs. Validated on construction.
+
+    Attributes:
+        tier: a key of machines.TIERS. Non-CUSTOM tiers take their pools from the table.
+        chief, worker, ps, evaluator: the CUSTOM cluster's pools (None when absent).
+        region, runtime_version, executor_image, python_module, args, job_dir, job_name, labels,
+        package_uris, max_runtime_seconds: the program and job settings (None: the API's default).
+        target: "cloud" (job dir and packages must be gs://) or "local".
+    """
+
+    tier: str = "BASIC"
+    chief: Pool | None = None
+    worker: Pool | None = None
+    ps: Pool | None = None
+    evaluator: Pool | None = None
+    region: str = machines.DEFAULT_REGION
+    runtime_version: str | None = None
+    executor_image: str | None = None
+    python_module: str = "trainer.task"
+    args: tuple[str, ...] = ()
+    job_dir: str | None = None
+    job_name: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    package_uris: tuple[str, ...] = ()
+    max_runtime_seconds: int | None = None
+    target: str = "cloud"
+
+    def __post_init__(self) -> None:
+        for name in ("args", "labels", "package_uris"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.target not in TARGETS:
+            raise invalid_value("target", self.target, "one of " + ", ".join(TARGETS))
+        self._check_cluster()
+        self._check_program()
+        self._check_job()
+
+    # -- cluster -------------------------------------------------------------------------------------------
+    def _check_cluster(self) -> None:
+        if self.tier not in machines.TIERS:
+            raise invalid_value("--tier", self.tier, "one of " + ", ".join(machines.TIERS),
+                                hint=did_you_mean(str(self.tier).upper(), machines.TIERS))
+        given = {role: getattr(self, role) for role in machines.ROLES if getattr(self, role) is not None}
+        for role, pool in given.items():
+            if pool.role != role:
+                raise invalid_value(role, pool.role, f"a Pool with role {role!r}")
+        if self.tier != "CUSTOM" and given:
+            raise UsageError(f"invalid cluster: machine types and counts are only allowed with --tier CUSTOM; "
+                             f"received --tier {self.tier} with {', '.join(ROLE_WORDS[r] for r in given)}",
+                             hint="use --tier CUSTOM, or drop the machine and count options")
+        if self.tier == "CUSTOM" and self.chief is None:
+            raise invalid_value("chief", None, "a chief machine with --tier CUSTOM", hint="add --machine-type")
+        pools = self.pools
+        families = {p.machine.is_legacy for p in pools.values() if p.machine.family != "tpu"}
+        if len(families) > 1:
+            described = ", ".join(f"{ROLE_WORDS[r]} {p.machine_type}" for r, p in pools.items())
+            raise UsageError(f"invalid cluster: legacy machine types are never mixed with Compute Engine machine "
+                             f"types; received {described}", hint="use one kind for every role")
+        self._check_tpu(pools)
+        if self.region not in machines.REGIONS:
+            raise invalid_value("--region", self.region, "one of " + ", ".join(machines.REGIONS),
+                                hint=did_you_mean(self.region, machines.REGIONS))
+        for role, pool in pools.items():
+            accelerator = pool.accelerator
+            if accelerator and self.region not in machines.ACCELERATORS[accelerator[0]].regions:
+                regions = machines.ACCELERATORS[accelerator[0]].regions
+                raise UsageError(f"invalid value for --region: {accelerator[0]} ({ROLE_WORDS[role]}) is not "
+                                 f"offered in {self.region}; regions that offer it: {', '.join(regions)}",
+                                 hint=f"use --region {regions[0]}")
+
+    @staticmethod
+    def _check_tpu(pools: dict[str, Pool]) -> None:
+        for role, pool in pools.items():
+            if pool.machine.family != "tpu":
+                continue
+            if role != "worker":
+                raise UsageError(f"invalid {ROLE_WORDS[role]} machine type: {pool.machine_type} only serves as "
+                                 f"the one TPU worker; the chief is never a TPU",
+                                 hint="use --worker-machine-type cloud-tpu --workers 1")
+            if pool.replica_count != 1:
+                raise invalid_value("workers count", pool.replica_count, "1 with a cloud-tpu worker (one TPU "
+                                    "worker per job)")
+
+    # -- program and job -----------------------------------------------------------------------------------
+    def _check_program(self) -> None:
+        if self.runtime_version is not None and self.executor_image is not None:
+            raise UsageError(f"invalid runtime: received both --runtime-version {self.runtime_version} and "
+                             f"--executor-image {self.executor_image}; expected one of them",
+                             hint="drop one of them")
+        if self.runtime_version is not None and not _RUNTIME.fullmatch(str(self.runtime_version)):
+            raise invalid_value("--runtime-version", self.runtime_version, "MAJOR.MINOR such as '2.11'")
+        if self.executor_image is not None and not str(self.executor_image).strip():
+            raise invalid_value("--executor-image", self.executor_image, "a container image URI")
+        if not isinstance(self.python_module, str) or not _MODULE.fullmatch(self.python_module):
+            raise invalid_value("--python-module", self.python_module, "a dotted module name such as trainer.task")
+        for arg in self.args:
+            if not isinstance(arg, str):
+                raise invalid_value("trainer args", arg, "strings")
+
+    def _check_job(self) -> None:
+        if self.job_name is not None and not (isinstance(self.job_name, str) and 0 < len(self.job_name) <= MAX_NAME):
+            raise invalid_value("--job-name", self.job_name, f"1 to {MAX_NAME} characters")
+        if self.job_dir is not None:
+            self._check_cloud_path("--job-dir", self.job_dir)
+        if len(self.package_uris) > MAX_PACKAGE_URIS:
+            raise invalid_value("packageUris", f"{len(self.package_uris)} URIs", f"at most {MAX_PACKAGE_URIS}",
+                                hint="bundle the packages into fewer sdists")
+        for uri in self.package_uris:
+            self._check_cloud_path("packageUris", uri)
+        for key, value in self.labels:
+            if not _LABEL_KEY.fullmatch(str(key)):
+                raise invalid_value("--label", f"{key}={value}", "a key of lowercase letters, digits, _ or -, "
+                                    "starting with a letter, at most 63 characters")
+            if not _LABEL_VALUE.fullmatch(str(value)):
+                raise invalid_value("--label", f"{key}={value}", "a value of lowercase letters, digits, _ or -, "
+                                    "at most 63 characters")
+        if self.max_runtime_seconds is not None:
+            whole_number(self.max_runtime_seconds, "--max-runtime", minimum=1)
+
+    def _check_cloud_path(self, field: str, path: str) -> None:
+        if not isinstance(path, str) or not path:
+            raise invalid_value(field, path, "a path")
+        if self.target == "cloud" and not re.fullmatch(r"gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/.*)?", path):
+            raise invalid_value(field, path, "gs://BUCKET/PATH with a valid bucket name (cloud jobs use Cloud Storage)",
+                                hint="use a gs:// path, or run locally")
+
+    # -- what later work reads ----------------------------------------------------------------------------
+    @property
+    def pools(self) -> dict[str, Pool]:
+        """The pools that exist, in role order (chief, worker, ps, evaluator); tiers expanded from the table."""
+        if self.tier != "CUSTOM":
+            return {role: Pool(role, machine, count, accelerator, accelerator_count)
+                    for role, (count, machine, accelerator, accelerator_count)
+                    in machines.TIERS[self.tier].pools.items()}
+        return {role: getattr(self, role) for role in machines.ROLES if getattr(self, role) is not None}
+
+    def pool(self, role: str) -> Pool | None:
+        return self.pools.get(role)
+
+    @staticmethod
+    def chief_name(api: str) -> str:
+        """The chief's task name in TF_CONFIG: `master` for legacy AI Platform, `chief` for Vertex AI and local."""
+        return "master" if api == "legacy" else "chief"
+
+    @property
+    def timeout(self) -> str | None:
+        """max runtime as a google-duration ("7200s"), or None for the service default."""
+        return None if self.max_runtime_seconds is None else f"{self.max_runtime_seconds}s"
+
+    @property
+    def labels_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    def replace(self, **changes: Any) -> "JobSpec":
+        """A copy with `changes` applied, validated again."""
+        return dataclasses.replace(self, **changes)

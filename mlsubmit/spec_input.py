@@ -1,0 +1,259 @@
+"""From what the user gave (flags, a YAML file, or both) to a validated JobSpec.
+
+A `SpecDraft` holds raw values, each optional, with the name the user knows each one by (`--workers` or
+`trainingInput.workerCount`) so errors point at what they typed. Flags override YAML (`merge`); `build_spec`
+fills defaults from `mlsubmit.machines` and builds the JobSpec, which validates the whole.
+
+Example:
+    >>> build_spec(SpecDraft(tier="CUSTOM", chief=RoleDraft(accelerator_count=4))).pools["chief"]
+    Pool(role='chief', machine_type='n1-standard-16', replica_count=1, accelerator_type='NVIDIA_TESLA_T4', …)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlsubmit import machines
+from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+from mlsubmit.spec import JobSpec, Pool, whole_number
+
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+@dataclass(frozen=True)
+class RoleDraft:
+    """One role as given: replica count, machine type, accelerator type and count (each may be None)."""
+
+    count: Any = None
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: Any = None
+
+    @property
+    def has_accelerators(self) -> bool:
+        return self.accelerator_type is not None or self.accelerator_count is not None
+
+
+@dataclass(frozen=True)
+class SpecDraft:
+    """Everything a JobSpec can be built from, unvalidated. `names` maps a key ("worker.count") to its label."""
+
+    tier: str | None = None
+    chief: RoleDraft = RoleDraft()
+    worker: RoleDraft = RoleDraft()
+    ps: RoleDraft = RoleDraft()
+    evaluator: RoleDraft = RoleDraft()
+    region: str | None = None
+    runtime_version: str | None = None
+    executor_image: str | None = None
+    python_module: str | None = None
+    args: tuple[str, ...] | None = None
+    job_dir: str | None = None
+    job_name: str | None = None
+    labels: tuple[tuple[str, str], ...] | None = None
+    package_uris: tuple[str, ...] | None = None
+    max_runtime: Any = None
+    names: dict[str, str] = field(default_factory=dict)
+
+    def name(self, key: str, default: str) -> str:
+        return self.names.get(key, default)
+
+    def roles(self) -> dict[str, RoleDraft]:
+        return {role: getattr(self, role) for role in machines.ROLES}
+
+
+FLAG_NAMES = {"tier": "--tier", "chief.machine_type": "--machine-type", "chief.accelerator_count": "--gpus",
+              "chief.accelerator_type": "--gpu-type", "worker.count": "--workers",
+              "worker.machine_type": "--worker-machine-type", "ps.count": "--ps",
+              "ps.machine_type": "--ps-machine-type", "evaluator.count": "--evaluators",
+              "max_runtime": "--max-runtime"}
+
+
+def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
+    """`override`'s values where given, else `base`'s. A role's machine type given in `override` drops the
+    accelerators `base` set for that role (they belonged to the other machine) unless `override` sets them too.
+    """
+    changes: dict[str, Any] = {}
+    names = dict(base.names)
+    if override.tier is not None and override.tier != "CUSTOM":  # a fixed tier replaces the YAML's cluster
+        base = dataclasses.replace(base, **{role: RoleDraft() for role in machines.ROLES})
+    if override.runtime_version is not None or override.executor_image is not None:  # one replaces the other
+        base = dataclasses.replace(base, runtime_version=None, executor_image=None)
+    if override.labels is not None and base.labels:  # labels add up, the flag's value winning
+        override = dataclasses.replace(override, labels=tuple({**dict(base.labels), **dict(override.labels)}.items()))
+    for spec_field in dataclasses.fields(SpecDraft):
+        key = spec_field.name
+        if key == "names":
+            continue
+        old, new = getattr(base, key), getattr(override, key)
+        if isinstance(new, RoleDraft):
+            if new.machine_type is not None and not new.has_accelerators:
+                old = dataclasses.replace(old, accelerator_type=None, accelerator_count=None)
+            values = {f.name: getattr(new, f.name) if getattr(new, f.name) is not None else getattr(old, f.name)
+                      for f in dataclasses.fields(RoleDraft)}
+            changes[key] = RoleDraft(**values)
+            names.update({k: v for k, v in override.names.items() if k.startswith(key + ".")
+                          and getattr(new, k.split(".", 1)[1]) is not None})
+        elif new is not None:
+            changes[key] = new
+            if key in override.names:
+                names[key] = override.names[key]
+    return SpecDraft(**changes, names=names)
+
+
+def parse_duration(value: Any, field_name: str) -> int:
+    """Seconds from "7200", "7200s", "2h", "90m" or "1h30m"."""
+    text = str(value).strip().lower()
+    if isinstance(value, int) and not isinstance(value, bool) or text.isdigit():
+        seconds = int(text)
+    else:
+        found = _DURATION.fullmatch(text)
+        if not text or not found or not any(found.groups()):
+            raise invalid_value(field_name, value, "a duration such as 7200s, 90m, 2h or 1h30m")
+        days, hours, minutes, secs = (int(g or 0) for g in found.groups())
+        seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
+    if seconds <= 0:
+        raise invalid_value(field_name, value, "a duration longer than 0 seconds")
+    return seconds
+
+
+def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
+    """Fill defaults from the table and build the validated JobSpec.
+
+    Without --tier, any machine or count option means CUSTOM; nothing at all means BASIC.
+    Raises:
+        UsageError: one line naming the first invalid field.
+    """
+    roles = draft.roles()
+    custom_keys = [f"{role}.{f.name}" for role, r in roles.items() for f in dataclasses.fields(RoleDraft)
+                   if getattr(r, f.name) is not None]
+    tier = draft.tier if draft.tier is not None else ("CUSTOM" if custom_keys else "BASIC")
+    tier = str(tier).strip()
+    if tier not in machines.TIERS:
+        raise invalid_value(draft.name("tier", "--tier"), tier, "one of " + ", ".join(machines.TIERS),
+                            hint=did_you_mean(tier.upper(), machines.TIERS))
+    pools: dict[str, Pool | None] = {}
+    if tier != "CUSTOM":
+        if custom_keys:
+            given = ", ".join(draft.name(k, FLAG_NAMES.get(k, k)) for k in custom_keys)
+            raise UsageError(f"invalid value for {given}: machine types and counts are only allowed with "
+                             f"--tier CUSTOM; received --tier {tier}",
+                             hint="use --tier CUSTOM, or drop those options")
+    else:
+        pools = _custom_pools(draft)
+    labels = draft.labels or ()
+    return JobSpec(
+        tier=tier, **pools,
+        region=draft.region or machines.DEFAULT_REGION,
+        runtime_version=draft.runtime_version, executor_image=draft.executor_image,
+        python_module=draft.python_module or "trainer.task", args=tuple(draft.args or ()),
+        job_dir=draft.job_dir, job_name=draft.job_name, labels=tuple(labels),
+        package_uris=tuple(draft.package_uris or ()),
+        max_runtime_seconds=None if draft.max_runtime is None
+        else parse_duration(draft.max_runtime, draft.name("max_runtime", "--max-runtime")),
+        target=target,
+    )
+
+
+def _custom_pools(draft: SpecDraft) -> dict[str, Pool | None]:
+    if draft.chief.count is not None and whole_number(draft.chief.count, draft.name("chief.count", "chief count")) != 1:
+        raise invalid_value(draft.name("chief.count", "chief count"), draft.chief.count, "1 (the chief is one machine)")
+    chief = _pool(draft, "chief", 1, draft.chief.machine_type, draft.chief)
+    pools: dict[str, Pool | None] = {"chief": chief}
+    for role in ("worker", "ps", "evaluator"):
+        given = getattr(draft, role)
+        count = whole_number(given.count, draft.name(f"{role}.count", FLAG_NAMES.get(f"{role}.count", role)))\
+            if given.count is not None else 0
+        if count == 0:
+            pools[role] = None
+        elif given.machine_type is None and role != "ps" and not given.has_accelerators:
+            pools[role] = Pool(role, chief.machine_type, count, chief.accelerator_type, chief.accelerator_count)
+        else:
+            default = ("standard" if chief.machine.is_legacy else machines.DEFAULT_CPU_MACHINE) if role == "ps" \
+                else chief.machine_type
+            pools[role] = _pool(draft, role, count, given.machine_type or default, given)
+    return pools
+
+
+def _pool(draft: SpecDraft, role: str, count: int, machine_name: str | None, given: RoleDraft) -> Pool:
+    """One pool with defaults: --gpus picks the GPU type and machine; fixed machines bring their GPUs."""
+    accelerator, accelerators = given.accelerator_type, given.accelerator_count
+    if accelerators is not None:
+        accelerators = whole_number(accelerators, draft.name(f"{role}.accelerator_count", f"{role} accelerator count"))
+    if accelerator is not None or accelerators:
+        accelerator = accelerator or machines.DEFAULT_GPU_TYPE
+        accelerators = 1 if accelerators is None else accelerators
+    if machine_name is None:
+        machine_name = machines.DEFAULT_CPU_MACHINE
+        if accelerators:
+            machine_name = _default_machine(draft, role, str(accelerator), accelerators)
+    machine = machines.machine(machine_name, draft.name(f"{role}.machine_type", f"{role} machine type"))
+    if not accelerators and machine.family == "tpu":
+        accelerator, accelerators = machines.TPU_V2, machines.TPU_CORES
+    elif not accelerators and machine.fixed and not machine.is_legacy:
+        accelerator, accelerators = machine.implicit
+    return Pool(role, machine.name, count, accelerator if accelerators else None, accelerators or 0)
+
+
+def _default_machine(draft: SpecDraft, role: str, accelerator: str, count: int) -> str:
+    machines.accelerator(accelerator, draft.name(f"{role}.accelerator_type", "--gpu-type"))
+    chosen = machines.default_gpu_machine(accelerator, count)
+    if chosen:
+        return chosen
+    counts = ", ".join(map(str, machines.possible_counts(accelerator)))
+    others = [a for a in machines.GPU_TYPES if machines.ACCELERATORS[a].vertex and machines.carriers(a, count)]
+    hint = f"or use --gpu-type {others[0]} for {count}" if others else None
+    raise invalid_value(draft.name(f"{role}.accelerator_count", "--gpus"), count,
+                        f"a count of {accelerator} one machine can carry: {counts}", hint=hint)
+
+
+def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
+    """Read a legacy `trainingInput:` document or a Vertex CustomJobSpec (or CustomJob) from a YAML file.
+
+    Returns:
+        (draft, notes): what was read, and one note per setting that has no place in a JobSpec.
+    Raises:
+        UsageError: unreadable file, malformed YAML, unknown keys (with did-you-mean), wrong types.
+    """
+    import yaml  # only `--config` pays for the YAML parser
+
+    from mlsubmit import discovery, requests
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise invalid_value("--config", str(path), "a readable YAML file", hint=err.strerror) from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UsageError(f"invalid YAML in --config {path}{where}: {problem}",
+                         hint="check indentation and quoting") from None
+    if not isinstance(document, dict):
+        raise invalid_value(f"--config {path}", type(document).__name__, "a YAML mapping (trainingInput: or "
+                            "workerPoolSpecs:)")
+    if "trainingInput" in document:
+        api, schema, reader = "ml.v1", "GoogleCloudMlV1__Job", requests.draft_from_legacy
+    elif "jobSpec" in document:
+        api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", requests.draft_from_vertex
+    elif "workerPoolSpecs" in document:
+        api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJobSpec", requests.draft_from_vertex
+    else:
+        keys = ", ".join(map(str, document)) or "none"
+        hint = did_you_mean(str(next(iter(document), "")), ("trainingInput", "workerPoolSpecs", "jobSpec"))
+        raise UsageError(f"invalid --config {path}: expected a top-level trainingInput: (legacy) or "
+                         f"workerPoolSpecs: (Vertex AI) key; received keys: {keys}", hint=hint)
+    violations = discovery.validate(api, schema, document, lenient_numbers=True)
+    if violations:
+        first = violations[0]
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        hint = "quote values such as '2.11' in YAML" if "expected a string; received the number" in \
+            first.description else None
+        raise UsageError(f"invalid --config {path}: {first.field}: {first.description}{more}", hint=hint)
+    return reader(document)
