@@ -92,6 +92,7 @@ assert one.metrics["replicas"] == 1 and two.metrics["replicas"] == 2, (one.metri
 assert one.metrics["global_batch"] == two.metrics["global_batch"] == 32
 diffs = [float(np.max(np.abs(a - b))) for a, b in zip(one.template.get_weights(), two.template.get_weights())]
 print("MAXDIFF", max(diffs))
+
 """
 
 
@@ -99,8 +100,42 @@ def test_one_and_two_replicas_with_sgd_end_with_the_same_weights(tmp_path):
     out = subprocess.run([sys.executable, "-c", SAME_WEIGHTS_SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    max_diff = float(out.stdout.split("MAXDIFF")[-1])
+    max_diff = float(out.stdout.split("MAXDIFF")[-1].split()[0])
     assert max_diff < 1e-5, max_diff
+
+
+MULTI_GPU_SCRIPT = r"""
+import os, sys, numpy as np
+from trainer import devices
+devices.setup(None, 2)
+# The 2018 API on MirroredStrategy: fit the parallel model, the template holds the trained weights.
+import keras
+from trainer.multi_gpu import build_template, multi_gpu_model
+template = build_template(lambda: keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")]))
+before = template.get_weights()
+parallel = multi_gpu_model(template, gpus=2, devices=["/cpu:0", "/cpu:1"])
+parallel.compile("sgd", "sparse_categorical_crossentropy")
+x, y = np.random.default_rng(0).random((64, 4), dtype=np.float32), np.arange(64) % 3
+parallel.fit(x, y, batch_size=16, epochs=2, verbose=0)
+assert parallel.distribute_strategy.num_replicas_in_sync == 2
+assert any(np.abs(a - b).max() > 0 for a, b in zip(before, template.get_weights()))  # it trained
+assert all(np.array_equal(a, b) for a, b in zip(parallel.get_weights(), template.get_weights()))
+template.save(sys.argv[1] + "/template.keras")
+again = keras.models.load_model(sys.argv[1] + "/template.keras")
+assert np.array_equal(again.predict(x, verbose=0), parallel.predict(x, verbose=0))
+try:
+    multi_gpu_model(template, gpus=1)
+except ValueError as err:
+    print("ONE_GPU_ERROR", err)
+
+"""
+
+
+def test_multi_gpu_model_trains_in_parallel_and_the_template_holds_the_weights(tmp_path):
+    out = subprocess.run([sys.executable, "-c", MULTI_GPU_SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=240, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "ONE_GPU_ERROR invalid value for gpus: received 1; expected ≥ 2" in out.stdout
 
 
 def test_digits_reach_95_percent_test_accuracy(tmp_path):

@@ -19,13 +19,13 @@ def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, sa
     timer = EpochTimer(samples_per_epoch)
     monitor = "val_loss" if with_validation else "loss"
     callbacks = [
-        recorder,  # first: its partial history is part of the backup written next
+        timer,  # first: throughput counts the training steps, not the backup and log I/O that follows
+        recorder,  # before the backup: its partial history is part of the backup written next
         keras.callbacks.EarlyStopping(monitor=monitor, patience=patience, restore_best_weights=True),
         keras.callbacks.BackupAndRestore(backup_dir=str(backup.local)),
         SyncLocation(backup, every_epoch=True, clear_at_end=True),
         keras.callbacks.TensorBoard(log_dir=str(logs.local), write_graph=False, profile_batch=0),
         SyncLocation(logs, every_epoch=True),
-        timer,
     ]
     return callbacks, recorder, timer
 

@@ -41,6 +41,9 @@ def choose(cluster: Cluster, device_count: int) -> StrategyChoice:
     if ps and not workers:
         raise TrainerError(f"invalid cluster: {ps} parameter server(s) but no workers; parameter-server training "
                            "needs at least one worker (add --workers N)")
+    if ps and not cluster.count("chief"):
+        raise TrainerError(f"invalid cluster: {ps} parameter server(s) but no chief; parameter-server training needs "
+                           "a chief (in TF_CONFIG `chief` or `master`) to coordinate the workers")
     if cluster.task_type == "evaluator":
         return StrategyChoice(EVALUATOR, "evaluator task: evaluates the chief's checkpoints as they appear")
     if ps:

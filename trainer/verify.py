@@ -9,11 +9,11 @@ import numpy as np
 from trainer.errors import TrainerError
 
 
-def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6) -> dict[str, float]:
-    """Load model.keras (safe mode) and model.h5 and compare their predictions with the template's."""
+def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6, keras=None) -> dict[str, float]:
+    """Load model.keras (safe mode) and model.h5 with `keras` (default: the trainer's) and compare predictions."""
     from trainer.kerasmod import get_keras
 
-    keras = get_keras()
+    keras = keras or get_keras()
     expected = template.predict(x, verbose=0)
     differences = {}
     for name in ("model.keras", "model.h5"):
