@@ -1,0 +1,115 @@
+"""`mlsubmit package`: build the trainer's reproducible sdist, pre-flight it, stage it once (parse and render)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from mlsubmit.errors import did_you_mean, invalid_value
+
+_OUTPUTS = ("text", "json")
+
+
+def _warn_secrets(excluded) -> None:
+    for item in excluded:
+        typer.secho(f"warning: left out {item.path}: {item.reason} (credentials never go into a package)",
+                    fg="yellow", err=True)
+
+
+def _render_dry_run(result, output: str) -> None:
+    plan = result.plan
+    generated = {name: len(text.encode()) for name, text in plan.generated_files().items()}
+    listing = sorted([(name, size, True) for name, size in generated.items()]
+                     + [(f.path, f.size, False) for f in plan.files])
+    if output == "json":
+        typer.echo(json.dumps({
+            "dry_run": True, "filename": plan.filename, "uri": result.uri, "sha256": result.sha256,
+            "size": result.size, "total_size": sum(size for _, size, _ in listing),
+            "files": [{"path": path, "size": size, "generated": gen} for path, size, gen in listing],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in plan.skipped],
+            "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in plan.excluded_secrets]}))
+        return
+    total = sum(size for _, size, _ in listing)
+    typer.echo(f"{plan.filename} would hold {len(listing)} files, {total:,} bytes before compression:")
+    for path, size, gen in listing:
+        typer.echo(f"  {size:>10,}  {path}{'  (generated)' if gen else ''}")
+    for skipped in plan.skipped:
+        typer.echo(f"  {'left out':>10}  {skipped.path}  ({skipped.reason})")
+    typer.echo(f"sha256    {result.sha256} ({result.size:,} bytes compressed)")
+    if result.uri:
+        typer.echo(f"would stage to {result.uri}")
+    typer.echo("nothing written (--dry-run)")
+
+
+def _render(result, output: str) -> None:
+    sdist, checked, staged = result.sdist, result.preflight, result.staged
+    if output == "json":
+        typer.echo(json.dumps({
+            "uri": staged.uri if staged else None, "path": str(sdist.path), "sha256": sdist.sha256,
+            "size": sdist.size, "files": list(sdist.files), "uploaded": bool(staged and staged.uploaded),
+            "bytes_sent": staged.bytes_sent if staged else 0,
+            "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
+                          if checked else "skipped"),
+            "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
+        return
+    typer.echo(f"built     {sdist.path} ({len(sdist.files)} files, {sdist.size:,} bytes)")
+    typer.echo(f"sha256    {sdist.sha256}")
+    if checked is None:
+        typer.echo("preflight skipped (--skip-preflight)")
+    else:
+        how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
+        typer.echo(f"preflight ok: installed offline in a fresh venv, `{how}` ran ({checked.seconds:.1f} s)")
+    if staged is not None:
+        sent = (f"uploaded, {staged.bytes_sent:,} bytes sent" if staged.uploaded
+                else "already staged, 0 bytes sent")
+        typer.echo(f"staged    {staged.uri} ({sent})")
+
+
+def package_command(
+    package_path: Annotated[str, typer.Option("--package-path", metavar="DIR",
+                                              help="The package directory (it needs an __init__.py).")] = "trainer",
+    setup_py: Annotated[Optional[str], typer.Option(
+        "--setup-py", metavar="PATH", show_default=False,
+        help="setup.py to read NAME, VERSION, REQUIRED_PACKAGES from, without running it. Default: the one "
+             "beside the package; without one, the package's name and version 0.0.0.")] = None,
+    dist_dir: Annotated[Optional[str], typer.Option("--dist-dir", metavar="DIR", show_default=False,
+                                                    help="Where the sdist goes. Default: dist/ beside the "
+                                                         "package.")] = None,
+    stage_to: Annotated[Optional[str], typer.Option(
+        "--stage", metavar="gs://BUCKET/PREFIX|DIR", show_default=False,
+        help="Stage to PREFIX/packages/<sha256>/<file>.tar.gz; skipped when the same bytes are there.")] = None,
+    module: Annotated[Optional[str], typer.Option("--module", metavar="MODULE", show_default=False,
+                                                  help="Module the pre-flight runs with --help. Default: "
+                                                       "<package>.task, else the package.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the files and sizes; write nothing.")] = False,
+    skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
+                                                 help="Do not install the sdist into a fresh venv first.")] = False,
+    output: Annotated[str, typer.Option("--output", metavar="text|json", help="Output format.")] = "text",
+) -> None:
+    """Build the trainer's reproducible sdist (no .git, venvs, caches or credentials), check that it installs
+    offline in a fresh venv, and stage it content-addressed so an unchanged package is never sent twice."""
+    if output not in _OUTPUTS:
+        raise invalid_value("--output", output, "text or json", hint=did_you_mean(output, _OUTPUTS))
+    from mlsubmit import packaging
+
+    if dry_run:
+        planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to)
+        _warn_secrets(planned.plan.excluded_secrets)
+        _render_dry_run(planned, output)
+        return
+    from mlsubmit.storage import RetryPolicy
+
+    retry = RetryPolicy.from_env()
+    if stage_to is not None:
+        packaging.check_destination(stage_to)
+    plan = packaging.plan_sdist(package_path, setup_py)
+    _warn_secrets(plan.excluded_secrets)
+    result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
+                                    stage_to=stage_to, retry=retry, show_progress=True)
+    _render(result, output)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("package")(package_command)

@@ -1,0 +1,182 @@
+"""Install an sdist into a fresh virtual environment offline and check its module starts there.
+
+This is how the cloud installs a trainer package (`pip install <sdist>` on an image that already carries
+TensorFlow), done locally so a package that cannot install fails before a job is queued:
+
+- the venv sees mlsubmit's own environment (TensorFlow, Keras, pip, setuptools): `--system-site-packages`,
+  plus a `.pth` bridge to this interpreter's site-packages when mlsubmit itself runs inside a venv (a venv's
+  "system" site-packages is the base interpreter's, not the venv's);
+- `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, the
+  requirements are the image's business, and setuptools comes from mlsubmit's environment instead of being
+  fetched (the cloud, online, builds in isolation with setuptools from the index);
+- the module must be found inside the new venv (mlsubmit may be installed in editable mode, which would make
+  the working tree importable), then `python -m <module> --help` runs; if that fails or hangs, an import of
+  the module decides.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import site
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsubmit.errors import UsageError
+from mlsubmit.packaging.sdist import Sdist
+
+_BRIDGE = "_mlsubmit_tool_env.pth"
+_FIND_MODULE = ("import importlib.util, sys\n"
+                "spec = importlib.util.find_spec(sys.argv[1])\n"
+                "print(spec.origin if spec and spec.origin else '')\n")
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """How the module was checked (`--help` or `import`), where it was found, and how long it all took."""
+
+    module: str
+    check: str
+    origin: str
+    seconds: float
+
+
+def _clean_env(cwd: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PIP_") and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    env.update(PYTHONNOUSERSITE="1", PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PIP_NO_INPUT="1", PWD=str(cwd))
+    return env
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:]) or "(no output)"
+
+
+def _python_error(stderr: str) -> str:
+    """A traceback as one line: the exception, and where it was raised inside site-packages."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    frames = [line for line in lines if line.startswith('File "')]
+    if not frames:
+        return _tail(stderr)
+    where = frames[-1].split('"')[1].split("site-packages/")[-1]
+    number = frames[-1].split(", line ")[-1].split(",")[0]
+    return f"{lines[-1]} ({where}, line {number})"
+
+
+def _venv_python(venv_dir: Path) -> Path:
+    return venv_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def create_venv(venv_dir: Path) -> Path:
+    """A new venv at `venv_dir` that sees mlsubmit's environment; returns its python."""
+    has_pip = importlib.util.find_spec("pip") is not None
+    venv.EnvBuilder(system_site_packages=True, with_pip=not has_pip, symlinks=os.name != "nt").create(venv_dir)
+    python = _venv_python(venv_dir)
+    if sys.prefix != sys.base_prefix:  # mlsubmit runs in a venv: bridge to its site-packages
+        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        lines = [f"import site; site.addsitedir({path!r})\n" for path in site.getsitepackages()]
+        Path(purelib, _BRIDGE).write_text("".join(lines))
+    return python
+
+
+def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLike, *,
+                      timeout: float = 300.0) -> Path:
+    """Install the sdist (without its requirements, offline) into a venv at `venv_dir`, created if missing.
+
+    Returns the venv's python. The local runner uses this to run a job from the package exactly as staged.
+
+    Raises:
+        UsageError: pip could not install the package (carrying pip's last lines), or setuptools is missing.
+    """
+    path = sdist.path if isinstance(sdist, Sdist) else Path(sdist)
+    venv_dir = Path(venv_dir)
+    if importlib.util.find_spec("setuptools") is None:
+        raise UsageError("installing the package offline needs setuptools in mlsubmit's environment",
+                         hint="pip install setuptools, or pass --skip-preflight")
+    python = _venv_python(venv_dir)
+    if not python.exists():
+        python = create_venv(venv_dir)
+    cmd = [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
+           "--ignore-installed", "--no-cache-dir", "--no-input", str(path)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir,
+                              env=_clean_env(venv_dir))
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"pip did not install {path.name} within {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): "
+                         f"{_tail(done.stderr or done.stdout)}",
+                         hint="fix the package or setup.py; --skip-preflight skips this check") from None
+    return python
+
+
+def _origin(python: Path, module: str, cwd: Path) -> str:
+    done = subprocess.run([str(python), "-c", _FIND_MODULE, module], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=_clean_env(cwd))
+    if done.returncode != 0:
+        raise UsageError(f"importing the package that holds {module} fails after installing it: "
+                         f"{_python_error(done.stderr)}", hint="--skip-preflight skips this check")
+    return done.stdout.strip()
+
+
+def _runs(python: Path, args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                              env=_clean_env(cwd), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def default_module(sdist: Sdist) -> str:
+    """`<package>.task` (the Cloud ML convention) when the package has task.py, else the package itself."""
+    return f"{sdist.package}.task" if f"{sdist.package}/task.py" in sdist.files else sdist.package
+
+
+def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0) -> tuple[str, str]:
+    """Check that `module` comes from `venv_dir` and starts: returns (check used, module file).
+
+    Raises:
+        UsageError: the module is missing, shadowed from outside the venv, or does not import.
+    """
+    origin = _origin(python, module, cwd)
+    if not origin:
+        raise UsageError(f"module {module!r} is not in the installed package",
+                         hint="pass --module with one of its modules, e.g. '<package>.task'")
+    if not Path(origin).resolve().is_relative_to(venv_dir.resolve()):
+        raise UsageError(f"{module} was imported from {origin}, not from the package installed in the fresh venv",
+                         hint="a module of the same name shadows it in mlsubmit's environment")
+    helped = _runs(python, ["-m", module, "--help"], cwd, timeout)
+    if helped is not None and helped.returncode == 0:
+        return "--help", origin
+    imported = _runs(python, ["-c", f"import {module}"], cwd, timeout)
+    if imported is None or imported.returncode != 0:
+        said = "timed out" if imported is None else _python_error(imported.stderr)
+        raise UsageError(f"{module} does not import from the installed package: {said}",
+                         hint="fix the module; --skip-preflight skips this check")
+    return "import", origin
+
+
+def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0) -> PreflightResult:
+    """Install `sdist` into a fresh temporary venv offline and check `python -m <module> --help` there.
+
+    If `--help` fails or does not finish within `timeout` (a module without an argument parser may start
+    working), importing the module decides instead.
+
+    Raises:
+        UsageError: the package does not install, the module is not in it, or the module does not import.
+    """
+    module = module or default_module(sdist)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-preflight-") as tmp:
+        work = Path(tmp)
+        python = install_into_venv(sdist, work / "venv")
+        check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout)
+    return PreflightResult(module, check, origin, time.perf_counter() - started)

@@ -1,0 +1,245 @@
+"""Build a trainer package's sdist in-process, reproducibly: the same sources give the same bytes.
+
+Entries are sorted; every entry has the same mtime (SOURCE_DATE_EPOCH, else 1980-01-01), owner 0:0 with empty
+owner names, and mode 0644 (0755 for files executable in the source); gzip is written with mtime 0 and no file
+name. The archive holds `<name>-<version>/` with PKG-INFO, a generated setup.py and pyproject.toml
+(`generated.py`), and the package's files (`ignore.py`), minus credentials (`credentials.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from mlsubmit.errors import UsageError, invalid_value
+from mlsubmit.packaging import generated
+from mlsubmit.packaging.credentials import credential_reason
+from mlsubmit.packaging.ignore import Skipped, walk
+from mlsubmit.packaging.setup_meta import ProjectMetadata, default_metadata, read_setup_py
+
+DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip (wheel) can hold
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """One file of the package: its path relative to the package's parent (`trainer/task.py`)."""
+
+    path: str
+    source: Path
+    size: int
+    executable: bool
+
+
+@dataclass(frozen=True)
+class ExcludedFile:
+    """A file kept out of the package because it looks like a credential."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SdistPlan:
+    """What an sdist will contain; nothing is written yet."""
+
+    metadata: ProjectMetadata
+    package: str
+    package_dir: Path
+    files: tuple[PackageFile, ...]
+    excluded_secrets: tuple[ExcludedFile, ...]
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def root(self) -> str:
+        return self.metadata.filename_stem
+
+    @property
+    def filename(self) -> str:
+        return f"{self.root}.tar.gz"
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def generated_files(self) -> dict[str, str]:
+        paths = [f.path for f in self.files]
+        return {"PKG-INFO": generated.pkg_info(self.metadata), "pyproject.toml": generated.PYPROJECT_TOML,
+                "setup.py": generated.setup_py(self.metadata, paths)}
+
+
+@dataclass(frozen=True)
+class Sdist:
+    """A built sdist: where it is, its sha256 and size, what it holds and what was kept out."""
+
+    path: Path
+    name: str
+    version: str
+    package: str
+    sha256: str
+    size: int
+    files: tuple[str, ...]  # archive members, relative to the archive's top directory
+    excluded_secrets: tuple[ExcludedFile, ...]
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+
+def _package_dir(package_path: str | os.PathLike) -> Path:
+    path = Path(package_path)
+    allowed = "a directory holding a Python package (with __init__.py)"
+    if not path.exists():
+        raise invalid_value("--package-path", str(package_path), allowed,
+                            hint="it does not exist; pass the trainer package's directory, e.g. --package-path trainer")
+    if not path.is_dir():
+        raise invalid_value("--package-path", str(package_path), allowed, hint="it is a file, not a directory")
+    if not (path / "__init__.py").is_file():
+        raise invalid_value("--package-path", str(package_path), allowed,
+                            hint=f"it has no __init__.py; create an empty {path / '__init__.py'}")
+    path = path.resolve()
+    if not path.name.isidentifier():
+        raise invalid_value("--package-path", str(package_path), "a directory whose name is a Python identifier",
+                            hint=f"rename it (e.g. {path.name.replace('-', '_')!r}) so `python -m` can import it")
+    return path
+
+
+def _metadata(package_dir: Path, setup_py: str | os.PathLike | None) -> ProjectMetadata:
+    if setup_py is not None:
+        return read_setup_py(Path(setup_py))
+    default = package_dir.parent / "setup.py"
+    return read_setup_py(default) if default.exists() else default_metadata(package_dir.name)
+
+
+def _epoch() -> int:
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    if value is None:
+        return DEFAULT_EPOCH
+    if not value.isdigit():
+        raise invalid_value("SOURCE_DATE_EPOCH", value, "a whole number of seconds since 1970",
+                            hint="unset it to use 1980-01-01")
+    return int(value)
+
+
+def plan_sdist(package_path: str | os.PathLike, setup_py: str | os.PathLike | None = None) -> SdistPlan:
+    """Select the package's files and read its metadata; writes nothing (what `--dry-run` shows).
+
+    Raises:
+        UsageError: missing package directory, no __init__.py, or a setup.py that cannot be read.
+    """
+    package_dir = _package_dir(package_path)
+    metadata = _metadata(package_dir, setup_py)
+    kept, skipped = walk(package_dir)
+    files, secrets = [], []
+    for rel, source in kept:
+        reason = credential_reason(source)
+        if reason is not None:
+            secrets.append(ExcludedFile(rel, reason))
+            continue
+        stat = source.stat()
+        files.append(PackageFile(rel, source, stat.st_size, bool(stat.st_mode & 0o111)))
+    init = f"{package_dir.name}/__init__.py"
+    if init not in {f.path for f in files}:
+        raise UsageError(f"the ignore rules leave {init} out of the package",
+                         hint="remove the pattern that matches it from .gitignore / .mlsubmitignore")
+    return SdistPlan(metadata, package_dir.name, package_dir, tuple(files), tuple(secrets), tuple(skipped))
+
+
+class _DigestWriter:
+    """A write-only stream that hashes and counts what passes through to `target` (or nowhere)."""
+
+    def __init__(self, target: BinaryIO | None = None):
+        self.target, self.sha256, self.size = target, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        if self.target is not None:
+            self.target.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        if self.target is not None:
+            self.target.flush()
+
+
+def _write_archive(plan: SdistPlan, out: BinaryIO) -> tuple[str, ...]:
+    epoch = _epoch()
+    entries: dict[str, tuple[bytes | Path, int]] = {
+        name: (text.encode(), 0o644) for name, text in plan.generated_files().items()}
+    for f in plan.files:
+        entries[f.path] = (f.source, 0o755 if f.executable else 0o644)
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name in sorted(entries):
+                content, mode = entries[name]
+                data = content if isinstance(content, bytes) else content.read_bytes()
+                info = tarfile.TarInfo(f"{plan.root}/{name}")
+                info.size, info.mtime, info.mode = len(data), epoch, mode
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                tar.addfile(info, io.BytesIO(data))
+    return tuple(sorted(entries))
+
+
+def archive_digest(plan: SdistPlan) -> tuple[str, int]:
+    """The sha256 and size the sdist will have, computed without writing anything."""
+    sink = _DigestWriter()
+    _write_archive(plan, sink)
+    return sink.sha256.hexdigest(), sink.size
+
+
+@contextmanager
+def _atomic_file(dist_dir: Path, filename: str) -> Iterator[BinaryIO]:
+    """Write `dist_dir/filename` through a hidden partial file that replaces it only when complete."""
+    try:
+        dist_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise invalid_value("--dist-dir", str(dist_dir), "a directory mlsubmit can create and write",
+                            hint=str(err)) from None
+    partial = dist_dir / f".{filename}.{os.getpid()}.partial"
+    try:
+        with open(partial, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, dist_dir / filename)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_sdist(plan: SdistPlan, dist_dir: str | os.PathLike | None = None) -> Sdist:
+    """Write the planned sdist into `dist_dir` (default: `dist/` beside the package) atomically."""
+    target_dir = Path(dist_dir) if dist_dir is not None else plan.package_dir.parent / "dist"
+    with _atomic_file(target_dir, plan.filename) as handle:
+        writer = _DigestWriter(handle)
+        members = _write_archive(plan, writer)
+    meta = plan.metadata
+    return Sdist((target_dir / plan.filename).resolve(), meta.name, meta.version, plan.package,
+                 writer.sha256.hexdigest(), writer.size, members, plan.excluded_secrets)
+
+
+def copy_sdist(sdist: Sdist, dist_dir: str | os.PathLike) -> Sdist:
+    """The same sdist, copied atomically into `dist_dir`."""
+    with _atomic_file(Path(dist_dir), sdist.filename) as handle, open(sdist.path, "rb") as source:
+        shutil.copyfileobj(source, handle)
+    return dataclasses.replace(sdist, path=(Path(dist_dir) / sdist.filename).resolve())
+
+
+def build_sdist(package_path: str | os.PathLike = "trainer", setup_py: str | os.PathLike | None = None,
+                dist_dir: str | os.PathLike | None = None) -> Sdist:
+    """Build the reproducible sdist of `package_path` (metadata from `setup_py`, default: the one beside it).
+
+    Example:
+        >>> sdist = build_sdist("trainer")   # dist/trainer-0.1.0.tar.gz, sdist.sha256
+    """
+    return write_sdist(plan_sdist(package_path, setup_py), dist_dir)
