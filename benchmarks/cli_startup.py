@@ -2,8 +2,8 @@
 
     python benchmarks/cli_startup.py [--runs 15]
 
-Goal (issue 3): `mlsubmit --help` and `mlsubmit config --tier CUSTOM --gpus 4` each <= 250 ms and <= 80 MB on
-the 2-core machine. Each run is a fresh interpreter with bytecode caching on (as users have it); the commands are
+Goal (issue 3): `mlsubmit --help` and `mlsubmit config --tier CUSTOM --gpus 4` each <= 250 ms and
+<= 80 MB on the 2-core machine. Each run is a fresh interpreter with bytecode caching on (as users have it); the commands are
 interleaved so that background load hits them alike. Also checks that neither loads TensorFlow or a Google client library.
 """
 

@@ -247,13 +247,30 @@ def runtime_of_image(image: str) -> str | None:
     return f"{found.group(1)}.{found.group(2)}" if found else None
 
 
+def _short_names(names: tuple[str, ...]) -> str:
+    """("n1-standard-4", "n1-standard-8", "n1-highmem-2") -> "n1-standard-4/8, n1-highmem-2"."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        prefix, _, size = name.rpartition("-")
+        groups.setdefault(prefix, []).append(size)
+    return ", ".join(f"{prefix}-{'/'.join(sizes)}" for prefix, sizes in groups.items())
+
+
 def describe_table() -> str:
     """The machine/accelerator table as text, for `mlsubmit config --help` and the README."""
     lines = ["Tiers (on Vertex AI):"] + [f"  {t.name}: {t.summary}" for t in TIERS.values()]
-    lines.append("GPU counts per machine type:")
+    lines.append("GPUs per n1 machine type (count choices):")
     for names, accelerators in _N1_GROUPS:
-        counts = "; ".join(f"{a.split('_')[-1]} x {','.join(map(str, c))}" for a, c in accelerators.items())
-        lines.append(f"  {'/'.join(names)}: {counts}")
-    lines.append("  a2/a3/g2 machines: GPU type and count fixed by the name (a2-highgpu-4g = 4 A100)")
-    lines.append("Legacy machine types (GPUs implicit, never with --gpus): " + ", ".join(_LEGACY))
+        counts = "; ".join(f"{a.split('_')[-1]} {','.join(map(str, c))}" for a, c in accelerators.items())
+        lines.append(f"  {_short_names(names)}: {counts}")
+    lines.append("  a2/a3/g2 machines come with their GPUs (a2-highgpu-4g: 4 A100, g2-standard-8: 1 L4)")
+    lines.append("Legacy machine types (GPUs built in; never with --gpus, never mixed with the above):")
+    line = " "
+    for name, (equivalent, gpu, count) in _LEGACY.items():
+        item = f" {name} ({equivalent}{f' + {count} {gpu.rsplit(chr(95), 1)[-1]}' if gpu else ''}),"
+        if len(line) + len(item) > 100:
+            lines.append(line)
+            line = " "
+        line += item
+    lines.append(line.rstrip(","))
     return "\n".join(lines)

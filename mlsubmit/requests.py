@@ -118,18 +118,19 @@ def vertex_pools(spec: JobSpec) -> tuple[dict[str, tuple[str, str | None, int, i
     pools, notes = {}, []
     for role, pool in spec.pools.items():
         machine, (accelerator, count) = pool.machine, pool.accelerator or (None, 0)
-        name = machine.equivalent or machine.name
-        if machine.is_legacy:
-            carried = f" + {count} {accelerator}" if accelerator else ""
-            notes.append(f"{role}: legacy machine type {machine.name} becomes {name}{carried} on Vertex AI")
+        name, why = machine.equivalent or machine.name, ""
         if accelerator and not machines.ACCELERATORS[accelerator].vertex:
             substitute = machines.vertex_accelerator(machines.MACHINES[name], accelerator, count)
-            notes.append(f"{role}: {accelerator} reached end of support on Vertex AI; using {count} {substitute} "
-                         f"on {name}")
             if spec.region not in machines.ACCELERATORS[substitute].regions:
                 raise invalid_value("--region", spec.region, f"a region offering {substitute} on Vertex AI: "
                                     + ", ".join(machines.ACCELERATORS[substitute].regions))
+            why = f" ({accelerator} reached end of support on Vertex AI)"
             accelerator = substitute
+        if machine.is_legacy or why:
+            was = f"legacy machine type {machine.name}" if machine.is_legacy \
+                else f"{name} + {count} {pool.accelerator[0]}"
+            carried = f" + {count} {accelerator}" if accelerator else ""
+            notes.append(f"{role}: {was} becomes {name}{carried} on Vertex AI{why}")
         pools[role] = (name, accelerator, count, pool.replica_count)
     tpu = pools.get("worker")
     if tpu and machines.MACHINES[tpu[0]].family == "tpu":

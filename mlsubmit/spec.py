@@ -80,10 +80,10 @@ class Pool:
 
     def _check_accelerators(self, machine: machines.MachineType, words: str) -> None:
         if machine.is_legacy:
-            carried = f"its GPUs are implicit ({machine.implicit[1]} {machine.implicit[0]})" if machine.fixed \
-                else "it has no GPUs"
-            raise UsageError(f"invalid {words} accelerators: {machine.name} is a legacy machine type and never "
-                             f"carries an acceleratorConfig ({carried})",
+            carried = f"with {machine.implicit[1]} {machine.implicit[0]} built in" if machine.fixed \
+                else "without GPUs"
+            raise UsageError(f"invalid {words} accelerators: {machine.name} is a legacy machine type {carried} "
+                             "and never carries an acceleratorConfig",
                              hint=f"drop --gpus/--gpu-type, or use its Compute Engine equivalent "
                                   f"{machine.equivalent} to choose GPUs")
         accelerator = machines.accelerator(str(self.accelerator_type), f"{words} accelerator type")

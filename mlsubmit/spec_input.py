@@ -102,6 +102,8 @@ def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
             changes[key] = new
             if key in override.names:
                 names[key] = override.names[key]
+        else:
+            changes[key] = old
     return SpecDraft(**changes, names=names)
 
 
@@ -180,22 +182,25 @@ def _custom_pools(draft: SpecDraft) -> dict[str, Pool | None]:
 
 
 def _pool(draft: SpecDraft, role: str, count: int, machine_name: str | None, given: RoleDraft) -> Pool:
-    """One pool with defaults: --gpus picks the GPU type and machine; fixed machines bring their GPUs."""
+    """One pool with defaults: --gpus picks the GPU type and machine; a2/a3/g2 and TPU machines bring theirs."""
     accelerator, accelerators = given.accelerator_type, given.accelerator_count
     if accelerators is not None:
         accelerators = whole_number(accelerators, draft.name(f"{role}.accelerator_count", f"{role} accelerator count"))
-    if accelerator is not None or accelerators:
-        accelerator = accelerator or machines.DEFAULT_GPU_TYPE
-        accelerators = 1 if accelerators is None else accelerators
-    if machine_name is None:
-        machine_name = machines.DEFAULT_CPU_MACHINE
-        if accelerators:
-            machine_name = _default_machine(draft, role, str(accelerator), accelerators)
-    machine = machines.machine(machine_name, draft.name(f"{role}.machine_type", f"{role} machine type"))
-    if not accelerators and machine.family == "tpu":
-        accelerator, accelerators = machines.TPU_V2, machines.TPU_CORES
-    elif not accelerators and machine.fixed and not machine.is_legacy:
-        accelerator, accelerators = machine.implicit
+    machine = None if machine_name is None else \
+        machines.machine(machine_name, draft.name(f"{role}.machine_type", f"{role} machine type"))
+    built_in = None
+    if machine is not None and not machine.is_legacy:
+        built_in = machine.implicit or ((machines.TPU_V2, machines.TPU_CORES) if machine.family == "tpu" else None)
+    if accelerator is None and accelerators is None and built_in:
+        accelerator, accelerators = built_in
+    elif accelerator is not None or accelerators:
+        accelerator = accelerator or (built_in[0] if built_in else machines.DEFAULT_GPU_TYPE)
+        if accelerators is None:  # the one count this machine takes of that type, else 1
+            counts = machine.accelerators.get(accelerator, ()) if machine is not None else ()
+            accelerators = counts[0] if len(counts) == 1 else 1
+    if machine is None:
+        machine = machines.MACHINES[_default_machine(draft, role, str(accelerator), accelerators)
+                                    if accelerators else machines.DEFAULT_CPU_MACHINE]
     return Pool(role, machine.name, count, accelerator if accelerators else None, accelerators or 0)
 
 

@@ -1,9 +1,16 @@
 """The job-spec options, defined once: `mlsubmit config` and `mlsubmit train` take exactly these.
 
-Decorate a command with `@with_spec_options` (and register it with `cls=SpecCommand`): its signature gains every option below (and the trainer
-arguments after `--`), and the function receives them as one dict argument `spec_flags`, which
-`spec_from_options(spec_flags, target=...)` turns into a validated JobSpec. Choices and help come from
-`mlsubmit.machines`. Flags override the values of a `--config` YAML.
+Decorate a command with `@with_spec_options` and register it with `cls=SpecCommand`: its signature gains
+every option below (and the trainer arguments after `--`), and the function receives them as one dict
+argument `spec_flags`, which `spec_from_options(spec_flags, target=...)` turns into a validated JobSpec.
+Choices and help come from `mlsubmit.machines`. Flags override the values of a `--config` YAML.
+
+Example (mlsubmit/commands/train.py):
+    def register(app):
+        app.command("train", cls=SpecCommand)(with_spec_options(train))
+
+    def train(spec_flags, local: bool = False):
+        spec, notes = spec_from_options(spec_flags, target="local" if local else "cloud")
 """
 
 import functools
@@ -15,8 +22,10 @@ from typer.core import TyperCommand
 
 from mlsubmit import machines
 from mlsubmit._typer_fast import PlainCoercion
+from mlsubmit.errors import invalid_value
 
 _PANEL = "Job spec (flags override --config YAML)"
+_TRAINER_ARGS = "mlsubmit.trainer_args"  # ctx.meta key: the arguments after --
 
 
 def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: bool = False) -> Any:
@@ -71,11 +80,17 @@ def with_spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
                                default=[] if name == "label" else None) for name, kind in SPEC_OPTIONS.items()]
     added.append(inspect.Parameter("trainer_args", inspect.Parameter.KEYWORD_ONLY, annotation=TRAINER_ARGS,
                                    default=None))
-    names = {p.name for p in added}
+    added.append(inspect.Parameter("spec_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+    names = {p.name for p in added} - {"spec_context"}
 
     @functools.wraps(command)
     def wrapper(**values: Any) -> Any:
         flags = {k: v for k, v in values.items() if k in names}
+        if flags["trainer_args"]:
+            stray = " ".join(flags["trainer_args"])
+            raise invalid_value("arguments", stray, "options only",
+                                hint=f"put trainer arguments after --: … -- {stray}")
+        flags["trainer_args"] = values.pop("spec_context").meta.get(_TRAINER_ARGS)
         return command(spec_flags=flags, **{k: v for k, v in values.items() if k not in names})
 
     own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
@@ -85,7 +100,15 @@ def with_spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class SpecCommand(PlainCoercion, TyperCommand):
-    """The typer command class for commands with the spec options: no pydantic per option (_typer_fast)."""
+    """The typer command class for commands with the spec options: no pydantic per option (_typer_fast), and
+    everything after `--` kept verbatim as trainer arguments (a stray positional before it is an error)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta[_TRAINER_ARGS] = args[cut + 1:]
+            args = args[:cut]
+        return super().parse_args(ctx, args)
 
 
 def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
@@ -107,8 +130,6 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         for item in flags["label"]:
             key, sep, value = item.partition("=")
             if not sep:
-                from mlsubmit.errors import invalid_value
-
                 raise invalid_value("--label", item, "KEY=VALUE", hint=f"write --label {item}=VALUE")
             labels.append((key, value))
     given = SpecDraft(

@@ -15,7 +15,7 @@ from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
 from mlsubmit.errors import did_you_mean, invalid_value
 
 FORMATS = ("vertex", "legacy")
-_EPILOG = machines.describe_table().replace("\n", "\n\n")  # click rewraps paragraphs: keep one line each
+_EPILOG = "\b\n" + machines.describe_table()  # \b: click prints the table as it is, without rewrapping
 
 
 def register(app: typer.Typer) -> None:

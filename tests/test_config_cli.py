@@ -1,0 +1,94 @@
+"""`mlsubmit config` as a user runs it: output, files, migration warnings, help from the table, light imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+from typer.testing import CliRunner
+
+from mlsubmit import machines
+from mlsubmit.cli import app
+
+HEAVY = ("tensorflow", "keras", "googleapiclient", "google.cloud", "google.auth", "yaml.cyaml_", "pydantic")
+PROBE = """
+import runpy, sys
+sys.argv = ["mlsubmit", *sys.argv[1:]]
+try:
+    runpy.run_module("mlsubmit", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+heavy = sorted(m for m in sys.modules if m.startswith({heavy!r}))
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *args], capture_output=True, text=True)
+
+
+def test_help_and_config_import_no_heavy_library():
+    for args in (["--help"], ["config", "--tier", "CUSTOM", "--gpus", "4"], ["config", "--help"]):
+        result = run(*args)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == "HEAVY:", (args, result.stderr)
+
+
+def test_subprocess_output_is_the_vertex_custom_job_spec():
+    result = run("config", "--tier", "CUSTOM", "--gpus", "4", "--", "--epochs", "3")
+    document = yaml.safe_load(result.stdout)
+    assert document["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-16",
+                                                             "acceleratorType": "NVIDIA_TESLA_T4",
+                                                             "acceleratorCount": 4}
+    assert document["workerPoolSpecs"][0]["replicaCount"] == "1"
+    assert document["workerPoolSpecs"][0]["pythonPackageSpec"]["args"] == ["--epochs", "3"]
+
+
+def test_invalid_spec_in_a_real_process_is_one_red_line_and_exit_2():
+    result = run("config", "--tier", "CUSTOM", "--machine-type", "n1-standard-4", "--gpus", "3")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[0] == ("error: invalid chief accelerators: n1-standard-4 cannot carry 3 "
+                                             "NVIDIA_TESLA_T4; allowed counts: 1, 2, 4")
+
+
+def test_output_file_is_written_whole_and_replaced(tmp_path):
+    target = tmp_path / "job.yaml"
+    target.write_text("old")
+    runner = CliRunner()
+    printed = runner.invoke(app, ["config", "--tier", "STANDARD_1", "--format", "legacy"])
+    written = runner.invoke(app, ["config", "--tier", "STANDARD_1", "--format", "legacy", "-o", str(target)])
+    assert printed.exit_code == written.exit_code == 0
+    assert written.stdout == "" and target.read_text() == printed.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["job.yaml"]
+    missing = runner.invoke(app, ["config", "-o", str(tmp_path / "no" / "job.yaml")])
+    assert missing.exit_code == 2 and "a file in an existing folder" in missing.stderr
+
+
+def test_migration_prints_the_document_and_warns_on_stderr(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("trainingInput:\n  scaleTier: BASIC_GPU\n  region: us-central1\n  pythonModule: trainer.task\n"
+                   "  hyperparameters: {maxTrials: 2}\n")
+    result = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "vertex"])
+    assert result.exit_code == 0
+    assert yaml.safe_load(result.stdout)["workerPoolSpecs"][0]["machineSpec"] == {
+        "machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1}
+    assert result.stderr.splitlines() == [
+        "warning: trainingInput.hyperparameters: hyperparameter tuning is not part of a JobSpec; not mapped",
+        "warning: chief: n1-standard-8 + 1 NVIDIA_TESLA_K80 becomes n1-standard-8 + 1 NVIDIA_TESLA_T4 on Vertex AI "
+        "(NVIDIA_TESLA_K80 reached end of support on Vertex AI)"]
+    back = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "legacy", "--region", "us-east1"])
+    assert yaml.safe_load(back.stdout)["trainingInput"] == {"scaleTier": "BASIC_GPU", "region": "us-east1",
+                                                            "runtimeVersion": "2.11", "pythonModule": "trainer.task"}
+
+
+def test_help_states_precedence_and_comes_from_the_table():
+    text = " ".join(CliRunner().invoke(app, ["config", "--help"]).stdout.split())
+    assert "flags override the YAML" in text and "every flag given here overrides its value" in text
+    assert "|".join(machines.TIERS) in text
+    compact = text.replace(" ", "")  # click may wrap inside a hyphenated name
+    for name in (*machines.ACCELERATORS, *machines.REGIONS, *machines.TIERS, "complex_model_m_gpu", "n1-standard-16"):
+        assert name in compact, name
+    assert "config" in CliRunner().invoke(app, ["--help"]).stdout
