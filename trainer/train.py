@@ -81,6 +81,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     from trainer.multi_gpu import SyncToTemplate, build_template, copy_optimizer_state, copy_weights, replicate
 
     keras = get_keras()
+    tf.get_logger().setLevel("ERROR")  # retracing notices for evaluation sets of another size are expected
     keras.utils.set_random_seed(config.seed)
     dist = strategy.build(choice, found.names)
     replicas = dist.num_replicas_in_sync
@@ -104,7 +105,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     callbacks.append(SyncToTemplate(template))
     verbose = 1 if os.isatty(1) and not config.dry_run else 2
     parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-                 steps_per_epoch=pipes.steps_per_epoch)  # the pipeline shuffles, seeded
+                 steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless)  # the pipeline shuffles, seeded
 
     evaluation = {"test": evaluate(parallel, arrays.x_test, arrays.y_test, pipes.global_batch)}
     if len(arrays.x_val):

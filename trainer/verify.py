@@ -17,8 +17,8 @@ def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6, k
     expected = template.predict(x, verbose=0)
     differences = {}
     for name in ("model.keras", "model.h5"):
-        loaded = keras.models.load_model(str(model_dir / name), safe_mode=True) if name.endswith(".keras") \
-            else keras.models.load_model(str(model_dir / name))
+        options = {"safe_mode": True} if name.endswith(".keras") else {}
+        loaded = keras.models.load_model(str(model_dir / name), compile=False, **options)
         difference = float(np.max(np.abs(loaded.predict(x, verbose=0) - expected)))
         if difference > atol:
             raise TrainerError(f"reloaded {name} predicts differently from the trained model (max difference "
