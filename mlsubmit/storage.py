@@ -77,9 +77,12 @@ class RetryPolicy:
         for var, field in (("MLSUBMIT_RETRY_DEADLINE", "deadline"), ("MLSUBMIT_RETRY_INITIAL_DELAY", "initial")):
             if var in os.environ:
                 try:
-                    policy = replace(policy, **{field: float(os.environ[var])})
+                    seconds = float(os.environ[var])
                 except ValueError:
-                    raise invalid_value(var, os.environ[var], "a positive number of seconds") from None
+                    seconds = -1.0
+                if not seconds > 0:
+                    raise invalid_value(var, os.environ[var], "a positive number of seconds")
+                policy = replace(policy, **{field: seconds})
         return replace(policy, probe_deadline=min(policy.probe_deadline, policy.deadline),
                        maximum=max(policy.initial, policy.maximum))
 

@@ -14,14 +14,6 @@ from mlsubmit.packaging import build_sdist, check_module, install_into_venv, pre
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_tiny_package_installs_offline_and_its_task_answers_help(tmp_path):
-    sdist = build_sdist(make_project(tmp_path / "proj"), dist_dir=tmp_path / "dist")
-    result = preflight(sdist)
-    assert (result.module, result.check) == ("tinypkg.task", "--help")
-    assert "mlsubmit-preflight-" in result.origin and result.origin.endswith("site-packages/tinypkg/task.py")
-    assert not Path(result.origin).exists()  # the temporary venv is gone
-
-
 def test_install_into_venv_gives_the_package_as_built(tmp_path):
     package = make_project(tmp_path / "proj")
     write(package / "strict.py", "import sys\nif __name__ == '__main__':\n    sys.exit('takes no flags')\n")

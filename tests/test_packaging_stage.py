@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import urllib.request
 from pathlib import Path
@@ -155,3 +156,17 @@ def test_storage_round_trip_through_get_file(gcs, sdist, tmp_path):
     assert storage.stat(f"gs://{bucket}/copy/none", retry=FAST) is None
     with pytest.raises(UsageError, match="no object at"):
         storage.get_file(f"gs://{bucket}/copy/none", tmp_path / "none", retry=FAST)
+
+
+def test_a_large_file_goes_up_in_resumable_chunks_through_faults(gcs, tmp_path, monkeypatch):
+    emulator, bucket = gcs
+    big = tmp_path / "big.tar.gz"
+    big.write_bytes(os.urandom(9 * 1024 * 1024 + 7))  # above the multipart limit: a resumable upload
+    monkeypatch.setattr(storage, "_PROGRESS_AFTER", 0.0)  # show the progress bar at once
+    with FaultProxy(emulator.endpoint, [503, "reset"], when=lambda method, path: method == "PUT") as proxy:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.endpoint)
+        put = storage.put_file(big, f"gs://{bucket}/big/{big.name}", retry=FAST, show_progress=True)
+        chunks = proxy.outcomes(lambda method, path: method == "PUT")
+    assert chunks[:2] == ["503", "reset"] and "passed 308" in chunks  # 308: chunk accepted, more to come
+    assert put.uploaded and put.bytes_sent >= big.stat().st_size
+    assert object_bytes(emulator, put.uri) == big.read_bytes()
