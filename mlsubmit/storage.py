@@ -127,7 +127,8 @@ class ObjectInfo:
 
 @dataclass(frozen=True)
 class Upload:
-    """The outcome of `put_file`: where the object is, whether this call sent it, and how many bytes."""
+    """The outcome of `put_file`: where the object is, whether this call created it, and the bytes it sent
+    (payload bytes read for upload: 0 when an identical object was already there)."""
 
     uri: str
     uploaded: bool
@@ -284,7 +285,7 @@ def _already_there(uri: str, existing: ObjectInfo, local: Checksums, bytes_sent:
         raise OperationFailed(f"{uri} already exists with different content (crc32c {existing.checksums.crc32c}, "
                               f"ours {local.crc32c})", hint="a different file was written under this name; "
                               "delete it if it is stale") from None
-    return Upload(uri, bytes_sent > 0, bytes_sent)
+    return Upload(uri, False, bytes_sent)  # the object there is not (provably) the one this call sent
 
 
 def _put_local(path: Path, destination: Path) -> Upload:

@@ -119,6 +119,7 @@ def test_a_concurrent_writer_is_never_overwritten(gcs, sdist, monkeypatch):
         staged = stage(sdist, prefix, retry=FAST)
     assert wrote.is_set() and "passed 412" in proxy.outcomes(is_upload)  # if_generation_match=0 refused ours
     assert staged.uri == uri and object_bytes(emulator, uri) == sdist.path.read_bytes()
+    assert not staged.uploaded  # the object there is the other writer's (same bytes): fine, not ours
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
     other = f"gs://{bucket}/other"

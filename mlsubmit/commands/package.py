@@ -62,8 +62,7 @@ def _render(result, output: str) -> None:
         how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
         typer.echo(f"preflight ok: installed offline in a fresh venv, `{how}` ran ({checked.seconds:.1f} s)")
     if staged is not None:
-        sent = (f"uploaded, {staged.bytes_sent:,} bytes sent" if staged.uploaded
-                else "already staged, 0 bytes sent")
+        sent = f"{'uploaded' if staged.uploaded else 'already staged'}, {staged.bytes_sent:,} bytes sent"
         typer.echo(f"staged    {staged.uri} ({sent})")
 
 

@@ -118,12 +118,12 @@ def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathL
     return python
 
 
-def _origin(python: Path, module: str, cwd: Path) -> str:
-    done = subprocess.run([str(python), "-c", _FIND_MODULE, module], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=_clean_env(cwd))
-    if done.returncode != 0:
-        raise UsageError(f"importing the package that holds {module} fails after installing it: "
-                         f"{_python_error(done.stderr)}", hint="--skip-preflight skips this check")
+def _origin(python: Path, module: str, cwd: Path, timeout: float) -> str:
+    done = _runs(python, ["-c", _FIND_MODULE, module], cwd, timeout)
+    if done is None or done.returncode != 0:
+        said = f"no answer within {timeout:.0f} s" if done is None else _python_error(done.stderr)
+        raise UsageError(f"importing the package that holds {module} fails after installing it: {said}",
+                         hint="--skip-preflight skips this check")
     return done.stdout.strip()
 
 
@@ -146,7 +146,7 @@ def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeou
     Raises:
         UsageError: the module is missing, shadowed from outside the venv, or does not import.
     """
-    origin = _origin(python, module, cwd)
+    origin = _origin(python, module, cwd, timeout)
     if not origin:
         raise UsageError(f"module {module!r} is not in the installed package",
                          hint="pass --module with one of its modules, e.g. '<package>.task'")
