@@ -55,6 +55,14 @@ def run_in_cluster(config: TrainConfig, cluster: Cluster, started: float):
     return _train(config, cluster, started)
 
 
+def quiet(tf) -> None:
+    """Silence TensorFlow's Python-side chatter that says nothing to act on (retracing notes, tf.data options)."""
+    import warnings
+
+    tf.get_logger().setLevel("ERROR")
+    warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
+
+
 def weights_digest(weights) -> str:
     """sha256 over every weight array: equal digests mean bit-identical models."""
     import numpy as np
@@ -157,9 +165,7 @@ def _train(config: TrainConfig, cluster: Cluster, started: float):
     job_dir = Location(config.job_dir)
     if cluster.is_chief:
         job_dir.check_writable()
-    print("T data+dir", time.perf_counter()-started, flush=True)
     found = devices.setup(config.gpu_count, config.emulate_devices)
-    print("T devices", time.perf_counter()-started, flush=True)
     choice = strategy.choose(cluster, found.count)
 
     import tensorflow as tf
@@ -168,14 +174,13 @@ def _train(config: TrainConfig, cluster: Cluster, started: float):
     from trainer.models import build_model
     from trainer.train import compile_model
 
-    tf.get_logger().setLevel("ERROR")
+    quiet(tf)
     keras = get_keras()
     keras.utils.set_random_seed(config.seed)
     dist = _build_strategy(tf, choice, cluster, found)
     name = f"{cluster.task_type}-{cluster.task_index}"
     print(f"{name}: {choice.reason}; {dist.num_replicas_in_sync} replica(s) in sync, tf_keras {keras.__version__}",
           flush=True)
-    print("T strategy", time.perf_counter()-started, flush=True)
     private = Path(tempfile.mkdtemp(prefix=f"mlsubmit-{name}-"))
     try:
         backup, logs, evaluation = _places(config, job_dir, cluster, private)
@@ -192,15 +197,15 @@ def _train(config: TrainConfig, cluster: Cluster, started: float):
         callbacks, recorder, timer = _callbacks(
             keras, cluster, backup=backup, logs=logs, evaluation=evaluation, config=config, private=private,
             samples=pipes.steps_per_epoch * pipes.global_batch, with_validation=val_input is not None)
-        print("T prefit", time.perf_counter()-started, flush=True)
         model.fit(train_input, validation_data=val_input, validation_steps=val_steps, epochs=config.epochs,
                   steps_per_epoch=pipes.steps_per_epoch, callbacks=callbacks,
                   verbose=1 if os.isatty(1) and not config.dry_run else 2)
-        print("T fit", time.perf_counter()-started, flush=True)
         digest = weights_digest(model.get_weights())
         print(f"{name}: trained {recorder.epochs} epoch(s); weights sha256 {digest}", flush=True)
-        if evaluation is not None and cluster.is_chief:
-            mark_done(evaluation, recorder.epochs)
+        if cluster.is_chief:
+            shutil.rmtree(backup.local, ignore_errors=True)  # a finished job has no backup, as with Keras 3
+            if evaluation is not None:
+                mark_done(evaluation, recorder.epochs)
         if not cluster.is_chief:
             return None
         return _finish(config, cluster, started, arrays, job_dir, logs, model, pipes, recorder, timer, found,
@@ -221,14 +226,12 @@ def _finish(config, cluster, started, arrays, job_dir, logs, model, pipes, recor
     from trainer.train import RunResult
 
     template = keras3_template(model, config, arrays)
-    print("T k3", time.perf_counter()-started, flush=True)
     evaluation = evaluate_splits(template, arrays, pipes.global_batch)
     metrics = describe(config, arrays, template=template, evaluation=evaluation, recorder=recorder, timer=timer,
                        replicas=dist.num_replicas_in_sync, found=found, strategy_name=choice.name,
                        cluster=cluster, global_batch=pipes.global_batch,
                        learning_rate=float(keras.backend.get_value(model.optimizer.learning_rate)), keras=keras)
     metrics.update({"weights_sha256": digest, "saved_with_keras": keras3.__version__})
-    print("T eval", time.perf_counter()-started, flush=True)
     manifest, reload_check = write_artifacts(config, job_dir, logs, template, recorder.history, metrics, started,
                                              arrays.x_test[: pipes.global_batch], keras=keras3)
     return RunResult(config, metrics, job_dir.uri, manifest, template, reload_check)

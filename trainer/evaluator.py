@@ -45,7 +45,7 @@ def training_done(directory, job_id: str) -> bool:
 
 def run_evaluator(config: TrainConfig, cluster: Cluster, poll_seconds: float | None = None) -> list[dict]:
     """Evaluate checkpoints until training is done. Returns one result per checkpoint."""
-    from trainer.cluster_train import EVALUATION_DIR
+    from trainer.cluster_train import EVALUATION_DIR, quiet
 
     arrays = data.load(config.data, validation_split=config.validation_split, seed=config.seed)
     split, x, y = ("validation", arrays.x_val, arrays.y_val) if len(arrays.x_val) else \
@@ -60,7 +60,7 @@ def run_evaluator(config: TrainConfig, cluster: Cluster, poll_seconds: float | N
     from trainer.models import build_model
     from trainer.train import evaluate
 
-    tf.get_logger().setLevel("ERROR")
+    quiet(tf)
     keras = get_keras()
     model = build_model(keras, config.model, arrays.input_shape, arrays.num_classes)
     print(f"{name}: watching {place.uri} for the chief's checkpoints; evaluates each on {len(y)} {split} samples",

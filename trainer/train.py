@@ -6,7 +6,6 @@ Everything the user can get wrong (flags, data, devices, job dir) is checked bef
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass, field
 
@@ -107,56 +106,18 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
                  steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless)  # the pipeline shuffles, seeded
 
-    evaluation = {"test": evaluate(parallel, arrays.x_test, arrays.y_test, pipes.global_batch)}
-    if len(arrays.x_val):
-        evaluation["validation"] = evaluate(parallel, arrays.x_val, arrays.y_val, pipes.global_batch)
+    from trainer.outcome import describe, evaluate_splits, write_artifacts
+
+    evaluation = evaluate_splits(parallel, arrays, pipes.global_batch)
     copy_weights(parallel, template)
     compile_model(keras, template, config)
     copy_optimizer_state(parallel, template)
 
-    history = recorder.history
-    metrics = {
-        "model": config.model,
-        "parameters": int(template.count_params()),
-        "validation_loss": evaluation.get("validation", {}).get("loss"),
-        "validation_accuracy": evaluation.get("validation", {}).get("accuracy"),
-        "test_loss": evaluation["test"]["loss"],
-        "test_accuracy": evaluation["test"]["accuracy"],
-        "epochs_run": recorder.epochs,
-        "resumed_from_epoch": recorder.resumed_from_epoch,
-        "replicas": replicas,
-        "devices": list(found.names),
-        "device_kind": found.kind,
-        "strategy": choice.name,
-        "cluster": cluster.shape(),
-        "per_replica_batch": config.batch_size,
-        "global_batch": pipes.global_batch,
-        "optimizer": config.optimizer,
-        "learning_rate": float(keras.ops.convert_to_numpy(parallel.optimizer.learning_rate))
-        if hasattr(keras, "ops") else float(tf.keras.backend.get_value(parallel.optimizer.learning_rate)),
-        "seed": config.seed,
-        "samples_per_second": round(timer.samples_per_second, 1),
-        "keras_backend": keras.backend.backend(),
-        "keras_version": keras.__version__,
-        "tensorflow_version": tf.__version__,
-        "python_version": platform.python_version(),
-        "data": {"source": arrays.source, "fingerprint": arrays.fingerprint, "input_shape": list(arrays.input_shape),
-                 "num_classes": arrays.num_classes, "train_samples": len(arrays.x_train),
-                 "validation_samples": len(arrays.x_val), "test_samples": len(arrays.x_test)},
-    }
-    local = job_dir.local
-    artifacts.save_models(template, local / "model")
-    artifacts.write_json(local / "history.json", history)
-    artifacts.plot_history(history, local / "history.png")
-    metrics["wall_seconds"] = round(time.perf_counter() - started, 2)
-    artifacts.write_json(local / "metrics.json", metrics)
-    reload_check = None
-    if config.dry_run:
-        from trainer.verify import check_reload
-
-        reload_check = check_reload(template, local / "model", arrays.x_test[: pipes.global_batch])
-    logs_under_job_dir = () if config.tensorboard_dir else ("logs",)
-    if logs.remote and config.tensorboard_dir:
-        logs.push()
-    manifest = artifacts.publish(job_dir, logs_under_job_dir)
+    learning_rate = float(keras.ops.convert_to_numpy(parallel.optimizer.learning_rate)) if hasattr(keras, "ops") \
+        else float(tf.keras.backend.get_value(parallel.optimizer.learning_rate))
+    metrics = describe(config, arrays, template=template, evaluation=evaluation, recorder=recorder, timer=timer,
+                       replicas=replicas, found=found, strategy_name=choice.name, cluster=cluster,
+                       global_batch=pipes.global_batch, learning_rate=learning_rate, keras=keras)
+    manifest, reload_check = write_artifacts(config, job_dir, logs, template, recorder.history, metrics, started,
+                                             arrays.x_test[: pipes.global_batch])
     return RunResult(config, metrics, job_dir.uri, manifest, template, reload_check)
