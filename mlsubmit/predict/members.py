@@ -1,0 +1,101 @@
+"""Load each member's Keras model (safe mode unless --unsafe) and check the members agree with each other.
+
+Keras safe mode refuses a `Lambda` layer whose function is Python bytecode stored in the file: loading it would
+run that code, which can do anything. `--unsafe` lifts this for models from a source the user trusts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsubmit.errors import UsageError
+from mlsubmit.predict.sources import ModelSource
+
+
+@dataclass(frozen=True)
+class Member:
+    source: ModelSource
+    model: object
+    input_shape: tuple  # one sample; None where the model accepts any size
+    num_classes: int
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        # A direct call, not model.predict(): no tf.data pipeline or retracing per batch (the last batch is smaller)
+        output = self.model(x, training=False)
+        return np.asarray(output.numpy() if hasattr(output, "numpy") else output)
+
+
+def _keras():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
+    from trainer.kerasmod import get_keras
+
+    return get_keras()
+
+
+def _is_safe_mode_refusal(exc: Exception) -> bool:
+    text = str(exc)
+    return "safe_mode" in text or "unsafe_deserialization" in text
+
+
+def load_member(source: ModelSource, unsafe: bool = False) -> Member:
+    """Load one model file and read its input shape and class count.
+
+    Raises:
+        UsageError: a Lambda layer without --unsafe, a file Keras cannot load, or a model that does not output
+            one probability per class.
+    """
+    keras = _keras()
+    try:
+        model = keras.models.load_model(str(source.model_file), compile=False, safe_mode=not unsafe)
+    except Exception as exc:  # Keras raises ValueError, TypeError, OSError… for files it cannot load
+        if not unsafe and _is_safe_mode_refusal(exc):
+            raise UsageError(f"model {source.name} contains a Lambda layer: loading it runs Python code stored in "
+                             "the file, which can do anything (arbitrary code execution), so Keras safe mode "
+                             "refuses it", hint="pass --unsafe only if you trust where this model came from") from None
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise UsageError(f"invalid value for MODEL: cannot load {source.name} as a Keras model "
+                         f"({type(exc).__name__}: {first})") from None
+    inputs, outputs = model.inputs, model.outputs
+    if len(inputs) != 1 or len(outputs) != 1 or len(outputs[0].shape) != 2 or (outputs[0].shape[-1] or 0) < 2:
+        raise UsageError(f"invalid value for MODEL: {source.name} has {len(inputs)} input(s) and outputs of shape "
+                         f"{[tuple(o.shape) for o in outputs]}; expected one input and one (batch, classes) output "
+                         "of class probabilities")
+    return Member(source, model, tuple(inputs[0].shape[1:]), int(outputs[0].shape[-1]))
+
+
+def check_agreement(members: Sequence[Member]) -> tuple[tuple, int]:
+    """The input shape and class count every member shares.
+
+    Raises:
+        UsageError: two members differ in input shape or in number of classes.
+    """
+    first = members[0]
+    for other in members[1:]:
+        if other.input_shape != first.input_shape:
+            raise UsageError(f"models disagree on the input shape: {first.source.name} takes {first.input_shape}, "
+                             f"{other.source.name} takes {other.input_shape}",
+                             hint="ensemble models trained on the same data")
+        if other.num_classes != first.num_classes:
+            raise UsageError(f"models disagree on the number of classes: {first.source.name} predicts "
+                             f"{first.num_classes}, {other.source.name} predicts {other.num_classes}",
+                             hint="ensemble models trained on the same data")
+    return first.input_shape, first.num_classes
+
+
+def load_members(sources: Sequence[ModelSource], unsafe: bool = False) -> tuple[list[Member], tuple, int]:
+    members = [load_member(s, unsafe) for s in sources]
+    shape, classes = check_agreement(members)
+    return members, shape, classes
+
+
+def check_probabilities(member: Member, probabilities: np.ndarray) -> None:
+    """Members must output probabilities (softmax): the weighted mean of logits would not be one."""
+    if not np.all(np.isfinite(probabilities)) or probabilities.min() < -1e-6 or \
+            not np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-3):
+        raise UsageError(f"model {member.source.name} does not output class probabilities (rows must be ≥ 0 and sum "
+                         "to 1; a last layer without softmax gives logits)",
+                         hint="add a softmax activation to the last layer and save the model again")
