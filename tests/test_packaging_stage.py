@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import urllib.request
@@ -100,6 +101,24 @@ def test_missing_bucket_refused_access_and_unreachable_endpoint_are_exit_2(gcs, 
         stage(sdist, "gs://Bad_Bucket/p")
     with pytest.raises(UsageError, match="--stage"):
         stage(sdist, "s3://bucket/p")
+
+
+def test_a_checksum_mismatch_after_upload_deletes_the_object_and_is_exit_1(gcs, sdist, monkeypatch):
+    emulator, bucket = gcs
+
+    def misreport_crc32c(method: str, path: str, body: bytes) -> bytes:
+        if not is_upload(method, path):
+            return body
+        document = json.loads(body)
+        document["crc32c"] = "AAAAAA=="
+        return json.dumps(document).encode()
+
+    with FaultProxy(emulator.endpoint, rewrite=misreport_crc32c) as proxy:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.endpoint)
+        with pytest.raises(OperationFailed, match="does not match") as err:
+            stage(sdist, f"gs://{bucket}/bad", retry=FAST)
+    assert err.value.exit_code == 1
+    assert object_bytes(emulator, package_uri(sdist, f"gs://{bucket}/bad")) is None  # nothing left behind
 
 
 def test_a_concurrent_writer_is_never_overwritten(gcs, sdist, monkeypatch):

@@ -3,7 +3,8 @@
 The first requests that match `when` get the listed faults, in order — an HTTP status (503, 429, 403, …)
 with a JSON error body, or "reset" (the connection is closed with an RST after the request was read) — and
 every later matching request gets `then` (None: passed through). Everything passed through goes to the
-upstream unchanged and comes back with `Location` headers rewritten to point at the proxy. `log` records
+upstream unchanged and comes back with `Location` headers rewritten to point at the proxy (and its body
+through `rewrite(method, path, body)`, to play a server that misreports). `log` records
 each request as (method, path, outcome, request-body bytes), so tests can also assert what was *not* sent.
 
     with FaultProxy(emulator.endpoint, faults=[503, "reset", 503]) as proxy:
@@ -44,12 +45,14 @@ class FaultProxy:
     """Loopback proxy in front of `upstream` (e.g. "http://127.0.0.1:4443"); use as a context manager."""
 
     def __init__(self, upstream: str, faults: Sequence[Fault] = (), *, then: Fault | None = None,
-                 when: Callable[[str, str], bool] | None = None):
+                 when: Callable[[str, str], bool] | None = None,
+                 rewrite: Callable[[str, str, bytes], bytes] | None = None):
         parts = urlsplit(upstream)
         self.upstream = upstream.rstrip("/")
         self._upstream_host, self._upstream_port = parts.hostname, parts.port or 80
         self._faults = list(faults)
         self._then, self._when = then, when or (lambda method, path: True)
+        self._rewrite = rewrite or (lambda method, path, body: body)
         self._lock = threading.Lock()
         self.log: list[Seen] = []
         self._server: ThreadingHTTPServer | None = None
@@ -120,6 +123,7 @@ class FaultProxy:
                 finally:
                     upstream.close()
                 proxy._record(Seen(self.command, self.path, f"passed {response.status}", len(body)))
+                data = proxy._rewrite(self.command, self.path, data)
                 self.send_response(response.status, response.reason)
                 for key, value in response.getheaders():
                     if key.lower() in _HOP_BY_HOP:
