@@ -25,10 +25,23 @@ class _Plain:
         return value if isinstance(value, self.kind) else self.kind(value)
 
 
+_PATH_DEFAULTS = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "readable": True,
+                  "resolve_path": False, "allow_dash": False}
+
+
+def _constrained(info: Any) -> bool:
+    """Whether typer would check more than the type: a custom parser, or Path checks such as exists=True."""
+    return getattr(info, "parser", None) is not None or \
+        any(getattr(info, name, default) != default for name, default in _PATH_DEFAULTS.items())
+
+
 def plain_coercion(params: Iterable[Any]) -> None:
-    """Give every bool / str / Path / list[str] typer parameter in `params` the plain coercion."""
+    """Give every unconstrained bool / str / Path / list[str] typer parameter in `params` the plain coercion."""
     for param in params:
-        annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is None or _constrained(getattr(descriptor, "parameter_info", None)):
+            continue
+        annotation = descriptor.annotation
         if annotation in (bool, str, Path):
             param._runtime_param = _Plain(annotation)
         elif get_origin(annotation) is list and get_args(annotation) == (str,):
