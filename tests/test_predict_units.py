@@ -304,3 +304,11 @@ def test_bare_gcs_model_file_is_cached_by_its_md5(gcs, tmp_path):
         resolve(f"gs://{bucket_name}/models/absent.keras", Cache(tmp_path / "cache"))
     with refused("bucket gs://no-such-bucket does not exist"):
         resolve("gs://no-such-bucket/runs/one", Cache(tmp_path / "cache"))
+
+
+def test_auto_batch_size_keeps_a_batch_of_large_images_small():
+    from mlsubmit.predict.request import auto_batch_size
+
+    assert auto_batch_size((8, 8, 1)) == 1024  # small rows: the row cap
+    assert auto_batch_size((224, 224, 3)) == 55  # 602 kB of float32 a row: 32 MB a batch
+    assert make_request(["."], "x.npz", batch_size="auto").batch_size is None

@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from mlsubmit._typer_fast import PlainCoercion
-from mlsubmit.predict.request import DEFAULT_BATCH_SIZE
+from mlsubmit.predict.request import AUTO_BATCH_BYTES, MAX_AUTO_BATCH
 
 
 class _PredictCommand(PlainCoercion, TyperCommand):
@@ -35,8 +35,9 @@ def predict(
                                          "--labels, a confusion matrix PNG goes next to it."),
     labels: Optional[str] = typer.Option(None, "--labels", help="True labels: an .npz/.npy file, or a key of the "
                                          "input .npz such as y_test; adds accuracy for every member and the ensemble."),
-    batch_size: str = typer.Option(str(DEFAULT_BATCH_SIZE), "--batch-size", metavar="N",
-                                   help="Rows per batch; memory is bounded by the batch, not the input."),
+    batch_size: str = typer.Option("auto", "--batch-size", metavar="N",
+                                   help=f"Rows per batch; memory is bounded by the batch, not the input. auto: up "
+                                   f"to {MAX_AUTO_BATCH} rows and {AUTO_BATCH_BYTES >> 20} MB of input."),
     unsafe: bool = typer.Option(False, "--unsafe", help="Load models outside Keras safe mode. Needed for Lambda "
                                 "layers, whose stored Python code runs on load: only for models you trust."),
 ) -> None:

@@ -16,7 +16,8 @@ from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 WEIGHT_MODES = ("accuracy", "equal")
 OUTPUT_FORMATS = (".csv", ".npz", ".json")
 MODEL_SUFFIXES = (".keras", ".h5")
-DEFAULT_BATCH_SIZE = 256
+MAX_AUTO_BATCH = 1024  # rows; beyond this, bigger batches stop paying on CPU (and cost memory)
+AUTO_BATCH_BYTES = 32 << 20  # float32 input per batch when --batch-size is auto
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,15 @@ class PredictRequest:
     weights: WeightSpec = WeightSpec("accuracy")
     output: Path | None = None
     labels: str | None = None
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: int | None = None  # None: auto_batch_size()
     unsafe: bool = False
     cache_dir: Path | None = None  # None: default_cache_dir()
+
+
+def auto_batch_size(sample_shape: tuple) -> int:
+    """Up to MAX_AUTO_BATCH rows, and no more than AUTO_BATCH_BYTES of float32 input (large images: fewer rows)."""
+    row_bytes = 4 * math.prod(d or 1 for d in sample_shape)
+    return max(1, min(MAX_AUTO_BATCH, AUTO_BATCH_BYTES // row_bytes))
 
 
 def default_cache_dir() -> Path:
@@ -107,7 +114,7 @@ def _check_output(output: Path, inputs: tuple[str, ...]) -> None:
 def make_request(models: list[str] | tuple[str, ...], inputs: list[str] | tuple[str, ...] | str, *,
                  input_key: str | None = None, weights: str = "accuracy", output: str | Path | None = None,
                  labels: str | None = None,
-                 batch_size: int | str = DEFAULT_BATCH_SIZE, unsafe: bool = False,
+                 batch_size: int | str | None = None, unsafe: bool = False,
                  cache_dir: str | Path | None = None) -> PredictRequest:
     """Validate the flags of `mlsubmit predict` and build the request.
 
@@ -122,13 +129,16 @@ def make_request(models: list[str] | tuple[str, ...], inputs: list[str] | tuple[
     inputs = (inputs,) if isinstance(inputs, str) else tuple(inputs)
     if not inputs or not all(inputs):
         raise UsageError("missing --input: pass a .npz, a .npy, or image files/globs")
-    received = str(batch_size)
-    try:
-        batch_size = int(received)
-    except ValueError:
-        batch_size = 0
-    if batch_size < 1:
-        raise invalid_value("--batch-size", received, "a whole number ≥ 1 (rows per batch)")
+    if batch_size is not None and str(batch_size) != "auto":
+        received = str(batch_size)
+        try:
+            batch_size = int(received)
+        except ValueError:
+            batch_size = 0
+        if batch_size < 1:
+            raise invalid_value("--batch-size", received, "auto or a whole number ≥ 1 (rows per batch)")
+    else:
+        batch_size = None
     out = Path(output) if output else None
     if out is not None:
         _check_output(out, inputs)

@@ -23,7 +23,7 @@ from mlsubmit.predict.cache import Cache
 from mlsubmit.predict.ensemble import MemberWeight, combine, member_weights
 from mlsubmit.predict.members import check_probabilities, load_members
 from mlsubmit.predict.outputs import PredictionWriter, confusion_path, confusion_png
-from mlsubmit.predict.request import PredictRequest, default_cache_dir
+from mlsubmit.predict.request import PredictRequest, auto_batch_size, default_cache_dir
 from mlsubmit.predict.sources import resolve_all
 
 HEAD_ROWS = 5
@@ -116,7 +116,8 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
                                       with_labels=labels is not None, members=[s.name for s in sources],
                                       weights=weight_values)
         with writer or nullcontext():
-            head, matrices = _stream(request.batch_size, source, input_shape, members, weight_values, labels,
+            batch_size = request.batch_size or auto_batch_size(input_shape)
+            head, matrices = _stream(batch_size, source, input_shape, members, weight_values, labels,
                                      writer, on_progress)
             accuracies = [float(np.trace(m) / m.sum()) for m in matrices] if matrices is not None else None
             files = []
