@@ -239,3 +239,14 @@ def test_accuracy_weights_need_metrics_and_a_broken_image_mid_way_leaves_no_outp
     result = _predict(str(small_models["plain"]), "--input", str(images / "*.png"), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert out.read_text().splitlines()[1].startswith(str(images / "0.png") + ",")
+
+
+def test_a_damaged_npz_found_mid_way_leaves_no_output(small_models, tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez_compressed(path, x_test=np.random.default_rng(0).integers(0, 256, (3000, 8, 8), dtype=np.uint8))
+    damaged = bytearray(path.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF  # the zip's CRC check fails only once the member has been read
+    path.write_bytes(bytes(damaged))
+    _refused(_predict(str(small_models["plain"]), "--input", str(path), "-o", str(tmp_path / "p.npz"),
+                      "--batch-size", "100"), "the file is damaged")
+    assert [p.name for p in tmp_path.iterdir()] == ["x.npz"]

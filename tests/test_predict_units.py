@@ -312,3 +312,19 @@ def test_auto_batch_size_keeps_a_batch_of_large_images_small():
     assert auto_batch_size((8, 8, 1)) == 1024  # small rows: the row cap
     assert auto_batch_size((224, 224, 3)) == 55  # 602 kB of float32 a row: 32 MB a batch
     assert make_request(["."], "x.npz", batch_size="auto").batch_size is None
+
+
+def test_accuracy_weights_come_from_validation_else_test_accuracy():
+    from mlsubmit.predict.ensemble import MemberWeight, member_weights
+    from mlsubmit.predict.request import WeightSpec
+    from mlsubmit.predict.sources import ModelSource
+
+    with_val = ModelSource("a", Path("a"), {"validation_accuracy": 0.9, "test_accuracy": 0.8}, "job dir")
+    no_val = ModelSource("b", Path("b"), {"validation_accuracy": None, "test_accuracy": 0.7}, "job dir")
+    bare = ModelSource("c.keras", Path("c.keras"), None, "model file")
+    assert member_weights(WeightSpec("accuracy"), [with_val, no_val]) == [
+        MemberWeight(0.9, "validation accuracy"), MemberWeight(0.7, "test accuracy")]
+    assert member_weights(WeightSpec("accuracy"), [bare]) == [MemberWeight(1.0, "only model")]
+    assert member_weights(WeightSpec("equal"), [with_val, bare])[1] == MemberWeight(1.0, "equal")
+    with refused("c.keras is a bare model file without the trainer's metrics.json; pass a job dir, --weights equal"):
+        member_weights(WeightSpec("accuracy"), [with_val, bare])

@@ -17,7 +17,7 @@ def _percent(value: float | None) -> str:
 def head_table(result: PredictResult) -> Table:
     """The first few predictions."""
     table = Table(title=f"first {len(result.head)} of {result.rows} predictions", title_justify="left")
-    table.add_column("file" if result.head and not result.head[0].id.isdigit() else "row")
+    table.add_column(result.id_column)
     table.add_column("predicted", justify="right")
     table.add_column("probability", justify="right")
     with_labels = result.labels is not None

@@ -55,6 +55,7 @@ class PredictResult:
     ensemble_accuracy: float | None
     head: list[HeadRow]
     labels: str | None  # where the labels came from
+    id_column: str = "row"  # "row" (arrays: rows are numbered) or "file" (images)
     files: list[Path] = field(default_factory=list)  # output and confusion-matrix PNG, when written
     downloaded: int = 0
     reused: int = 0
@@ -126,11 +127,15 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
                     title = f"ensemble of {len(members)}: accuracy {accuracies[-1]:.4f} on {source.count} rows"
                     confusion_png(matrices[-1], writer.companion(confusion_path(request.output)), title)
                 files = writer.commit()
-    except (OSError, zipfile.BadZipFile, zlib.error) as exc:  # a disk that filled up, an input that broke mid-way
+    except (zipfile.BadZipFile, zlib.error) as exc:  # a damaged .npz, found mid-way
+        raise UsageError(f"invalid input {source.description}: the file is damaged ({type(exc).__name__}: {exc}); "
+                         "no output was written", hint="write the input again") from None
+    except OSError as exc:  # a disk that filled up, a file that vanished
         raise OperationFailed(f"prediction stopped: {type(exc).__name__}: {exc}; no output was written") from None
 
     results = [MemberResult(s.name, s.kind, w, accuracies[i] if accuracies else None)
                for i, (s, w) in enumerate(zip(sources, weights))]
     return PredictResult(rows=source.count, classes=classes, input=source.description, members=results,
                          ensemble_accuracy=accuracies[-1] if accuracies else None, head=head, labels=labels_from,
-                         files=files, downloaded=len(cache.downloaded), reused=len(cache.reused))
+                         id_column="file" if source.ids else "row", files=files,
+                         downloaded=len(cache.downloaded), reused=len(cache.reused))
