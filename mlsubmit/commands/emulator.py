@@ -1,0 +1,91 @@
+"""`mlsubmit emulator`: serve the training-service emulator on 127.0.0.1 until Ctrl-C (parse and render)."""
+
+from __future__ import annotations
+
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Annotated, Optional
+
+import typer
+
+from mlsubmit.errors import UsageError, invalid_value
+
+DEFAULT_PORT = 8090
+_APIS = "Vertex AI v1 customJobs, AI Platform v1 jobs, Cloud Logging v2 entries"
+
+
+def _port(value: int, flag: str) -> int:
+    if not 0 <= value <= 65535:
+        raise invalid_value(flag, value, "a TCP port from 1 to 65535 (0: any free port)")
+    return value
+
+
+def _check_gcs_endpoint(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid_value("--gcs-endpoint", url, "http://HOST:PORT of a Cloud Storage emulator",
+                            hint="for example --gcs-endpoint http://127.0.0.1:4443")
+    url = url.rstrip("/")
+    try:
+        urllib.request.urlopen(f"{url}/storage/v1/b?project=emulator-check", timeout=5).close()
+    except urllib.error.HTTPError:
+        pass  # it answered
+    except (urllib.error.URLError, OSError) as err:
+        raise UsageError(f"invalid value for --gcs-endpoint: nothing answers at {url} ({getattr(err, 'reason', err)})",
+                         hint="start the Cloud Storage emulator first, or leave --gcs-endpoint out to have one "
+                              "started") from None
+    return url
+
+
+def _say_ready(endpoint: str, gcs: str, started_gcs: bool, data_dir: Optional[str], max_running: int) -> None:
+    typer.echo(f"Training-service emulator on {endpoint} ({_APIS})")
+    typer.echo(f"Cloud Storage: {gcs}" + (" (fake-gcs-server started by mlsubmit, in memory)" if started_gcs else ""))
+    typer.echo(f"Jobs and logs: {'kept in ' + data_dir if data_dir else 'in memory (--data-dir DIR keeps them)'}; "
+               f"at most {max_running} job(s) run at once, the rest queue")
+    typer.echo("Use it from a shell:")
+    for name, value in (("MLSUBMIT_API_ENDPOINT", endpoint), ("STORAGE_EMULATOR_HOST", gcs),
+                        ("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", f"{endpoint}/"),
+                        ("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", f"{endpoint}/"),
+                        ("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", f"{endpoint}/")):
+        typer.echo(f"  export {name}={value}")
+    typer.echo(f'or from Python: googleapiclient.discovery.build("aiplatform", "v1", static_discovery=True, '
+               f'credentials=AnonymousCredentials(), client_options={{"api_endpoint": "{endpoint}"}})')
+    typer.echo("Any bearer token is accepted. Ctrl-C stops the emulator and every job it runs.", nl=True)
+    sys.stdout.flush()
+
+
+def emulator_command(
+    port: Annotated[int, typer.Option("--port", metavar="P", help="Port on 127.0.0.1 (0: any free port).")
+                    ] = DEFAULT_PORT,
+    gcs_port: Annotated[Optional[int], typer.Option(
+        "--gcs-port", metavar="Q", show_default=False,
+        help="Start the bundled Cloud Storage emulator on this port of 127.0.0.1. Default: a free port.")] = None,
+    gcs_endpoint: Annotated[Optional[str], typer.Option(
+        "--gcs-endpoint", metavar="URL", show_default=False,
+        help="Use this running Cloud Storage emulator (http://HOST:PORT) instead of starting one.")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(
+        "--data-dir", metavar="DIR", show_default=False,
+        help="Keep jobs and logs here so they survive a restart. Default: in memory.")] = None,
+    max_running: Annotated[int, typer.Option("--max-running", metavar="N",
+                                             help="Jobs that prepare or run at once; the rest queue.")] = 2,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Do not log each request on stderr.")] = False,
+) -> None:
+    """Serve a local emulator of the training service — Vertex AI custom jobs, legacy AI Platform jobs and their
+    Cloud Logging entries, over the real REST API — that runs every accepted job for real."""
+    _port(port, "--port")
+    if gcs_port is not None and gcs_endpoint is not None:
+        raise UsageError("received both --gcs-port and --gcs-endpoint; expected at most one",
+                         hint="--gcs-port starts a Cloud Storage emulator, --gcs-endpoint uses a running one")
+    if max_running < 1:
+        raise invalid_value("--max-running", max_running, "a whole number >= 1")
+    from mlsubmit.emulator.serve import serve
+
+    gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
+    serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
+          data_dir=data_dir, max_running=max_running, ready=_say_ready, log_requests=not quiet)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("emulator")(emulator_command)

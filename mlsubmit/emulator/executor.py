@@ -1,0 +1,256 @@
+"""Run accepted jobs for real: QUEUED → PREPARING → RUNNING → SUCCEEDED / FAILED / CANCELLED.
+
+- A queue and at most `max_running` jobs preparing or running at once; the rest wait in order.
+- PREPARING fetches the package URIs from Cloud Storage and installs them into an isolated venv (`prepare`).
+- RUNNING starts one process per replica with `mlsubmit.runner.Runner` — the runner of `mlsubmit train
+  --local` — each with the environment its service sets (`mlsubmit.local_job.plan`: TF_CONFIG naming the chief
+  `master` for legacy AI Platform and `chief` for Vertex AI, CLUSTER_SPEC, AIP_* directories, CLOUD_ML_JOB_ID)
+  and the program and arguments of the job body (`plan`). Every output line becomes a log entry of its task.
+- The job ends as the runner's outcome says; a failure carries the failing replica's exit status and last lines,
+  worded as the service words it. Cancel stops every replica's process group; `scheduling.timeout` /
+  `maxRunningTime` is enforced the same way.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from mlsubmit.emulator import prepare, reaper
+from mlsubmit.emulator.plan import JobPlan, legacy_plan, vertex_plan
+from mlsubmit.emulator.store import Job, Store
+from mlsubmit.emulator.times import now
+
+log = logging.getLogger("mlsubmit.emulator")
+SERVICE_TASK = "service"  # the task name of the service's own log lines, as gcloud shows them
+_SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
+                      "CLOUD_ML_JOB_ID", "CLOUD_ML_PROJECT_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+                      "TF_USE_LEGACY_KERAS")
+
+
+def plan_of(job: Job) -> JobPlan:
+    """The run plan of a stored job (recomputed from its accepted body: a pure function)."""
+    if job.api == "vertex":
+        location = job.name.split("/")[3]
+        return vertex_plan(job.body, job.project, location, job.job_id)
+    return legacy_plan(job.body, job.project)
+
+
+class _Run:
+    """One job being prepared or run: its cancel/timeout flags and, once RUNNING, its runner."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()  # cancel asked (by the user, or by stop())
+        self.stopping = False  # the emulator is shutting down: the job fails, saying so
+        self.timed_out = False
+        self.runner: Any = None
+
+
+class Executor:
+    def __init__(self, store: Store, *, gcs_endpoint: str | None, max_running: int = 2,
+                 work_dir: str | os.PathLike | None = None):
+        self.store, self.gcs_endpoint, self.max_running = store, gcs_endpoint, max_running
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="mlsubmit-emulator-"))
+        self._cond = threading.Condition()
+        self._queue: collections.deque[str] = collections.deque()
+        self._runs: dict[str, _Run] = {}
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+        self._dispatcher = threading.Thread(target=self._dispatch, name="emulator-dispatch", daemon=True)
+
+    def start(self) -> None:
+        for job in self.store.recovered:
+            reaper.stop_leftovers(job.processes)
+        self._dispatcher.start()
+
+    # -- what the APIs call ---------------------------------------------------------------------------------
+    def check_packages(self, plan: JobPlan) -> None:
+        prepare.check_packages(plan)
+
+    def submit(self, job: Job) -> None:
+        self.store.append_log(job, SERVICE_TASK, "Validating job requirements...")
+        self.store.append_log(job, SERVICE_TASK, "Job creation request has been successfully validated.")
+        self.store.append_log(job, SERVICE_TASK, f"Job {job.job_id} is queued.")
+        with self._cond:
+            self._queue.append(job.name)
+            self._cond.notify_all()
+
+    def cancel(self, name: str) -> None:
+        """Ask a job to stop: a queued job is CANCELLED at once, a preparing or running one goes CANCELLING."""
+        with self._cond:
+            job = self.store.get(name)
+            if job is None or job.is_terminal:
+                return
+            if name in self._queue:
+                self._queue.remove(name)
+                self._finish(job, "CANCELLED")
+                return
+            if job.state != "CANCELLING":
+                self.store.update(name, state="CANCELLING")
+                self.store.append_log(job, SERVICE_TASK, "Job is being cancelled.")
+            run = self._runs.get(name)
+        if run is not None:
+            run.cancelled.set()
+            if run.runner is not None:
+                run.runner.cancel()
+
+    def processes(self, name: str) -> list[dict[str, Any]]:
+        """The replicas' processes: live ones from the runner, else those recorded when the job ended."""
+        with self._cond:
+            run = self._runs.get(name)
+        if run is not None and run.runner is not None:
+            return [reaper.describe(task, pid) for task, pid in run.runner.pids().items()]
+        job = self.store.get(name)
+        return [reaper.describe(p["task"], p["pid"]) for p in job.processes] if job else []
+
+    def stop(self) -> None:
+        """Stop everything: queued and running jobs end FAILED (the emulator is going away), processes stopped."""
+        with self._cond:
+            self._stopping = True
+            queued, self._queue = list(self._queue), collections.deque()
+            runs = dict(self._runs)
+            self._cond.notify_all()
+        for name in queued:
+            job = self.store.get(name)
+            if job is not None:
+                self._finish(job, "FAILED", "The training-service emulator stopped before the job started.",
+                             "ABORTED")
+        for run in runs.values():
+            run.stopping = True
+            run.cancelled.set()
+            if run.runner is not None:
+                run.runner.cancel()
+        for thread in list(self._threads):
+            thread.join(timeout=30)
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # -- the queue ------------------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not (self._queue and len(self._runs) < self.max_running):
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                name = self._queue.popleft()
+                self._runs[name] = _Run()
+                thread = threading.Thread(target=self._execute, args=(name,), name=f"job-{name.rsplit('/', 1)[-1]}",
+                                          daemon=True)
+                self._threads.append(thread)
+            thread.start()
+
+    def _execute(self, name: str) -> None:
+        run = self._runs[name]
+        work = self.work_dir / "jobs" / name.rsplit("/", 1)[-1]
+        try:
+            self._lifecycle(name, run, work)
+        except Exception as err:  # a bug must fail the job, never leave it RUNNING forever
+            log.exception("job %s failed inside the emulator", name)
+            job = self.store.get(name)
+            if job is not None and not job.is_terminal:
+                self._finish(job, "FAILED", f"Internal error in the emulator: {type(err).__name__}: {err}",
+                             "INTERNAL")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            with self._cond:
+                self._runs.pop(name, None)
+                self._threads = [t for t in self._threads if t is not threading.current_thread()]
+                self._cond.notify_all()
+
+    def _lifecycle(self, name: str, run: _Run, work: Path) -> None:
+        job = self.store.get(name)
+        if job is None or job.is_terminal:
+            return
+        if job.state != "CANCELLING":
+            job = self.store.update(name, state="PREPARING")
+        say = lambda text: self.store.append_log(job, SERVICE_TASK, text)  # noqa: E731
+        say("Waiting for job to be provisioned.")
+        plan = plan_of(job)
+        try:
+            if len(plan.replicas) > self._max_replicas():
+                raise prepare.PrepareError(
+                    f"The job asks for {len(plan.replicas)} replicas; the emulator runs at most "
+                    f"{self._max_replicas()} on this machine (each TensorFlow process needs about 0.5 GB).")
+            packages = prepare.fetch(plan, work / "packages")
+            if run.cancelled.is_set():
+                return self._interrupted(name, run)
+            python = prepare.venv_python(packages, say)
+        except prepare.PrepareError as err:
+            return self._finish(self.store.get(name), "FAILED", str(err), "INVALID_ARGUMENT")
+        from mlsubmit.emulator.launch import outcome_of, runner_for
+
+        runner = runner_for(job, plan, python, work, self._base_env(job),
+                            on_line=lambda task, text: self.store.append_log(job, task, text),
+                            on_started=lambda pids: self.store.update(
+                                name, processes=[reaper.record(task, pid) for task, pid in pids.items()]))
+        with self._cond:  # cancel() holds the lock too: CANCELLING is never overwritten with RUNNING
+            if run.cancelled.is_set():
+                return self._interrupted(name, run)
+            run.runner = runner
+            self.store.update(name, state="RUNNING", start_time=now())
+        say("Job is running.")
+        timer = self._deadline(plan, run)
+        try:
+            outcome = runner.run()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if not self.store.get(name).processes:  # ended before its start was recorded
+            self.store.update(name, processes=[{"task": task, "pid": pid, "started": None}
+                                               for task, pid in runner.pids().items()])
+        if run.stopping or (run.cancelled.is_set() and not run.timed_out):
+            return self._interrupted(name, run)
+        state, error, status = outcome_of(plan, outcome, timed_out=run.timed_out)
+        self._finish(self.store.get(name), state, error, status)
+
+    def _interrupted(self, name: str, run: _Run) -> None:
+        job = self.store.get(name)
+        if run.stopping:
+            self._finish(job, "FAILED", f"The training-service emulator was stopped while this job was {job.state}; "
+                                        f"its replicas were stopped. Submit the job again.", "ABORTED")
+        else:
+            self._finish(job, "CANCELLED")
+
+    def _deadline(self, plan: JobPlan, run: _Run) -> threading.Timer | None:
+        seconds = plan.spec.max_runtime_seconds
+        if not seconds:
+            return None
+
+        def expire() -> None:
+            run.timed_out = True
+            run.runner.cancel()
+
+        timer = threading.Timer(seconds, expire)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _finish(self, job: Job, state: str, error: str | None = None, status: str | None = None) -> None:
+        if state == "CANCELLED":
+            error, status = error or "CANCELED", status or "CANCELLED"
+        job = self.store.update(job.name, state=state, end_time=now(), error=error, error_status=status)
+        said = {"SUCCEEDED": "Job completed successfully.", "CANCELLED": "Job was cancelled.",
+                "FAILED": f"Job failed. {error or ''}".strip()}[state]
+        self.store.append_log(job, SERVICE_TASK, said, "ERROR" if state == "FAILED" else "INFO")
+
+    def _base_env(self, job: Job) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
+        env.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", GOOGLE_CLOUD_PROJECT=job.project)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        if self.gcs_endpoint:
+            env["STORAGE_EMULATOR_HOST"] = self.gcs_endpoint
+        return env
+
+    @staticmethod
+    def _max_replicas() -> int:
+        from mlsubmit.local_job import MAX_REPLICAS
+
+        return MAX_REPLICAS

@@ -1,0 +1,98 @@
+"""RUNNING: the replicas of a job plan started with `mlsubmit.runner.Runner`, and its outcome in the API's words.
+
+The service environment comes from `mlsubmit.local_job.plan` (the one place that knows what Vertex AI and
+legacy AI Platform set); the program and arguments come from the job body (`plan.Replica`), because the
+service runs them unchanged — it never adds `--emulate-devices`, and only legacy AI Platform adds `--job-dir`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mlsubmit.emulator.plan import JobPlan
+from mlsubmit.emulator.store import Job
+
+_TAIL = 20  # lines of the failing replica a failed job's error carries
+
+
+class JobRunner:
+    """A Runner whose lines, pids and failures are named by the API's task names (`workerpool0-0`)."""
+
+    def __init__(self, runner: Any, tasks: dict[str, str], on_started: Callable[[dict[str, int]], None]):
+        self.runner, self.tasks, self.on_started = runner, tasks, on_started
+
+    def pids(self) -> dict[str, int]:
+        return {self.tasks[name]: pid for name, pid in self.runner.pids().items()}
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+
+    def run(self) -> Any:
+        done = threading.Event()
+
+        def report_when_started() -> None:
+            while not done.is_set():
+                pids = self.pids()
+                if len(pids) == len(self.tasks):
+                    self.on_started(pids)
+                    return
+                time.sleep(0.05)
+
+        threading.Thread(target=report_when_started, daemon=True).start()
+        try:
+            return self.runner.run()
+        finally:
+            done.set()
+
+
+def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict[str, str], *,
+               on_line: Callable[[str, str], None],
+               on_started: Callable[[dict[str, int]], None] = lambda pids: None) -> JobRunner:
+    """A JobRunner for every replica of `plan`, run by `python` (the job's venv) in `work`."""
+    from mlsubmit import local_job
+    from mlsubmit.runner import Replica, Runner
+
+    ports = local_job.reserve_ports(len(plan.replicas))
+    service = local_job.plan(plan.spec, api=plan.api, job_id=plan.job_id, job_dir=plan.base_output_dir or "",
+                             ports=ports, gpus_here=0)
+    work.mkdir(parents=True, exist_ok=True)
+    replicas, tasks = [], {}
+    for planned, ours in zip(service.replicas, plan.replicas, strict=True):
+        if (planned.role, planned.index) != (ours.role, ours.index):
+            raise RuntimeError(f"replica order differs: {planned.name} vs {ours.task}")
+        env = {**base_env, **planned.env, **dict(ours.env)}
+        if plan.api == "vertex" and not plan.base_output_dir:
+            for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+                env.pop(key, None)  # Vertex AI sets them only with a baseOutputDirectory
+        replicas.append(Replica(planned.name, planned.role, (str(python), "-m", ours.module, *ours.args), env,
+                                str(work)))
+        tasks[planned.name] = ours.task
+    runner = Runner(replicas, sink=lambda line: None,
+                    on_line=lambda name, text: on_line(tasks[name], text))
+    return JobRunner(runner, tasks, on_started)
+
+
+def outcome_of(plan: JobPlan, outcome: Any, *, timed_out: bool) -> tuple[str, str | None, str | None]:
+    """(state, error message, google.rpc status name) of a finished run, worded as the service words it."""
+    from mlsubmit.runner import describe_exit
+
+    if timed_out:
+        seconds = plan.spec.max_runtime_seconds
+        return "FAILED", f"Job exceeded the maximum running time of {seconds}s and was stopped.", "DEADLINE_EXCEEDED"
+    if outcome.state == "SUCCEEDED":
+        return "SUCCEEDED", None, None
+    name = outcome.failed or "chief-0"
+    replica = next((r for r in plan.replicas if f"{r.role}-{r.index}" == name), plan.chief)
+    code = outcome.exit_codes.get(name)
+    ended = f"exited with a non-zero status of {code}" if code is not None and code > 0 else \
+        describe_exit(code) if code is not None else f"failed ({outcome.reason})"
+    if plan.api == "legacy":
+        message = f"The replica {'master' if replica.role == 'chief' else replica.role} {replica.index} {ended}."
+    else:
+        message = f"The replica {replica.task} {ended}. Termination reason: Error."
+    detail = "\n".join(outcome.traceback.splitlines()[-_TAIL:])
+    return "FAILED", f"{message}\n{detail}" if detail else message, "INVALID_ARGUMENT"

@@ -1,0 +1,153 @@
+"""From an accepted job body to the replicas the emulator starts, each with the environment its service sets.
+
+The cluster shape comes from the reverse mappings of `mlsubmit.requests` (`draft_from_vertex`,
+`draft_from_legacy`) and `build_spec`, so machine types, counts and accelerators are checked exactly as
+`mlsubmit config` checks them; a problem is a 400 INVALID_ARGUMENT naming the body's field. The program each
+replica runs is taken from the body as the service would run it:
+
+- Vertex AI runs each worker pool's own `pythonPackageSpec` (module, args, env) unchanged; it does not add
+  `--job-dir` (the program reads AIP_MODEL_DIR). Task names: `workerpool0-0`, `workerpool1-0`, …
+- Legacy AI Platform runs `trainingInput.pythonModule` with `args` followed by `--job-dir <jobDir>` on every
+  replica. Task names: `master-replica-0`, `worker-replica-0`, `ps-replica-0`, `evaluator-replica-0`.
+
+`replica_env` builds each replica's TF_CONFIG (`chief` for Vertex AI, `master` for legacy), CLUSTER_SPEC
+(Vertex AI), AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR (Vertex AI, from
+baseOutputDirectory) and CLOUD_ML_JOB_ID once the ports are known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mlsubmit import machines
+from mlsubmit.emulator.errors import field_error
+from mlsubmit.errors import UsageError
+from mlsubmit.spec import LEGACY_JOB_ID, JobSpec
+
+LEGACY_TASK_TYPES = {"chief": "master", "worker": "worker", "ps": "ps", "evaluator": "evaluator"}
+
+
+@dataclass(frozen=True)
+class Replica:
+    role: str  # chief, worker, ps or evaluator
+    index: int
+    task: str  # the task name the API shows in logs
+    module: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()  # set by the job body (Vertex pythonPackageSpec.env)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    api: str  # "vertex" or "legacy"
+    job_id: str
+    project: str
+    spec: JobSpec
+    replicas: tuple[Replica, ...]
+    package_uris: tuple[str, ...]
+    base_output_dir: str | None = None  # Vertex baseOutputDirectory.outputUriPrefix
+
+    @property
+    def chief(self) -> Replica:
+        return self.replicas[0]
+
+
+def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
+    from mlsubmit.spec_input import build_spec
+
+    try:
+        return build_spec(draft)
+    except UsageError as err:
+        match = re.match(r"invalid value for ([^:;]+?):", err.message)
+        named = match.group(1) if match else ""
+        field = region_field if named == "--region" else named if named and not named.startswith("-") \
+            else fallback_field
+        raise field_error(field, err.message) from None
+
+
+def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) -> JobPlan:
+    """The plan of a checked CustomJob body. Raises ApiError 400 for what the service would refuse."""
+    from mlsubmit.requests import draft_from_vertex
+
+    pools = body["jobSpec"].get("workerPoolSpecs") or []
+    for index, pool in enumerate(pools):
+        at = f"jobSpec.workerPoolSpecs[{index}]"
+        if index >= len(machines.ROLES) and pool:
+            raise field_error(at, "only pools 0-3 exist (chief, workers, parameter servers, evaluators)")
+        if pool and pool.get("containerSpec"):
+            raise field_error(f"{at}.containerSpec", "the emulator runs Python packages only: use "
+                                                     "pythonPackageSpec (custom containers are not emulated)")
+        if pool and not pool.get("pythonPackageSpec"):
+            raise field_error(at, "a worker pool needs pythonPackageSpec (or containerSpec)")
+        if pool and not (pool.get("machineSpec") or {}).get("machineType"):
+            raise field_error(f"{at}.machineSpec.machineType", "required field is missing")
+    try:
+        draft, _ = draft_from_vertex(body)
+    except UsageError as err:
+        raise field_error("jobSpec.workerPoolSpecs[0]", err.message) from None
+    spec = _spec(dataclasses.replace(draft, region=location), "jobSpec.workerPoolSpecs", "parent")
+    replicas = []
+    for index, (role, pool) in enumerate(zip(machines.ROLES, pools)):
+        if not pool:
+            continue
+        package = pool["pythonPackageSpec"]
+        env = tuple((str(e.get("name", "")), str(e.get("value", ""))) for e in package.get("env") or ())
+        for replica in range(int(pool.get("replicaCount") or 1)):
+            replicas.append(Replica(role, replica, f"workerpool{index}-{replica}", package["pythonModule"],
+                                    tuple(package.get("args") or ()), env))
+    uris = tuple(dict.fromkeys(uri for pool in pools if pool for uri in pool["pythonPackageSpec"]["packageUris"]))
+    base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base)
+
+
+def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
+    """The plan of a checked legacy Job body. Raises ApiError 400 for what the service would refuse."""
+    from mlsubmit.requests import draft_from_legacy
+
+    job_id, training = body["jobId"], body.get("trainingInput") or {}
+    if not LEGACY_JOB_ID.fullmatch(job_id):
+        raise field_error("jobId", f"{job_id!r} is not a valid job id: a letter, then letters, digits or "
+                                   f"underscores, at most 128 characters")
+    if (training.get("masterConfig") or {}).get("imageUri"):
+        raise field_error("trainingInput.masterConfig.imageUri", "the emulator runs Python packages only: use "
+                                                                 "runtimeVersion (custom containers are not emulated)")
+    draft, _ = draft_from_legacy(body)
+    spec = _spec(draft, "trainingInput", "trainingInput.region")
+    args = tuple(training.get("args") or ())
+    if training.get("jobDir"):
+        args += ("--job-dir", training["jobDir"])
+    replicas = tuple(Replica(role, index, f"{LEGACY_TASK_TYPES[role]}-replica-{index}", training["pythonModule"],
+                             args)
+                     for role, pool in spec.pools.items() for index in range(pool.replica_count))
+    return JobPlan("legacy", job_id, project, spec, replicas, tuple(training["packageUris"]))
+
+
+def replica_env(plan: JobPlan, replica: Replica, addresses: dict[str, list[str]],
+                job_document: dict[str, Any]) -> dict[str, str]:
+    """The environment the service gives `replica`; `addresses` holds host:port per role.
+
+    Evaluators have addresses in CLUSTER_SPEC (workerpool3) but are never part of TF_CONFIG's cluster."""
+    chief = "master" if plan.api == "legacy" else "chief"
+    cluster = {(chief if role == "chief" else role): list(hosts) for role, hosts in addresses.items()
+               if hosts and role != "evaluator"}
+    task_type = chief if replica.role == "chief" else replica.role
+    tf_config = {"cluster": cluster, "task": {"type": task_type, "index": replica.index, "trial": ""},
+                 "environment": "cloud", "job": job_document}
+    env = {"TF_CONFIG": json.dumps(tf_config), "CLOUD_ML_JOB_ID": plan.job_id,
+           "CLOUD_ML_PROJECT_ID": plan.project}
+    if plan.api == "vertex":
+        pools = {f"workerpool{machines.ROLES.index(role)}": list(hosts) for role, hosts in addresses.items()
+                 if hosts}
+        env["CLUSTER_SPEC"] = json.dumps({"cluster": pools, "environment": "cloud", "job": job_document,
+                                          "task": {"type": f"workerpool{machines.ROLES.index(replica.role)}",
+                                                   "index": replica.index, "trial": ""}})
+        if plan.base_output_dir:
+            base = plan.base_output_dir.rstrip("/")
+            env.update(AIP_MODEL_DIR=f"{base}/model/", AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
+                       AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/")
+    env.update(dict(replica.env))
+    return env

@@ -1,0 +1,95 @@
+"""PREPARING: fetch a job's package URIs from Cloud Storage and install them into an isolated venv.
+
+The packages are installed as the service installs them: offline `pip install` of each sdist into a fresh venv
+(`mlsubmit.packaging.install_into_venv`), never the working tree. Venvs are kept under
+`$MLSUBMIT_HOME/venvs/<sha256 of the packages>-pyXY` (the layout `mlsubmit train --local` uses, so both
+share the install of an unchanged trainer), built in a temporary directory and renamed into place only when
+complete, so a concurrent job or a crash never leaves a half-made venv in use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from mlsubmit import storage
+from mlsubmit.emulator.errors import field_error
+from mlsubmit.emulator.plan import JobPlan
+from mlsubmit.errors import MlsubmitError
+
+# Checks at create time answer within a few seconds even when the GCS endpoint is down.
+CHECK_RETRY = storage.RetryPolicy(initial=0.05, maximum=0.5, deadline=5.0, probe_deadline=3.0)
+
+
+class PrepareError(Exception):
+    """A job cannot start: the message is what the job's error says."""
+
+
+def package_field(plan: JobPlan, index: int) -> str:
+    if plan.api == "legacy":
+        return f"trainingInput.packageUris[{index}]"
+    return f"jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris[{index}]"
+
+
+def check_packages(plan: JobPlan) -> None:
+    """Every package URI names an object that exists; else ApiError 400 naming the URI's field."""
+    for index, uri in enumerate(plan.package_uris):
+        if not uri.endswith((".tar.gz", ".zip", ".whl")):
+            raise field_error(package_field(plan, index), f"{uri!r} is not a Python package (expected an sdist "
+                                                          ".tar.gz, a .zip or a wheel)")
+        try:
+            found = storage.stat(uri, retry=CHECK_RETRY)
+        except MlsubmitError as err:
+            raise field_error(package_field(plan, index), f"{uri} cannot be read: {err.message}") from None
+        if found is None:
+            raise field_error(package_field(plan, index), f"the package {uri} does not exist")
+
+
+def mlsubmit_home() -> Path:
+    return Path(os.environ.get("MLSUBMIT_HOME") or Path.home() / ".mlsubmit")
+
+
+def fetch(plan: JobPlan, into: Path) -> list[Path]:
+    """Download every package URI into `into`, in order. Raises PrepareError."""
+    paths = []
+    for index, uri in enumerate(plan.package_uris):
+        target = into / f"{index:02d}" / uri.rsplit("/", 1)[-1]
+        try:
+            paths.append(storage.get_file(uri, target))
+        except MlsubmitError as err:
+            raise PrepareError(f"Unable to fetch the package {uri}: {err.one_line()}") from None
+    return paths
+
+
+def venv_python(packages: list[Path], say=lambda text: None) -> Path:
+    """The python of a venv holding `packages` (installed now, or earlier by an identical job). Raises PrepareError."""
+    digests = [hashlib.sha256(path.read_bytes()).hexdigest() for path in packages]
+    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    venvs = mlsubmit_home() / "venvs"
+    venv_dir = venvs / f"{key[:16]}-py{sys.version_info[0]}{sys.version_info[1]}"
+    python = venv_dir / "bin" / "python"
+    if python.exists():
+        say(f"Packages already installed ({', '.join(p.name for p in packages)}).")
+        return python
+    from mlsubmit.packaging import install_into_venv
+
+    venvs.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".installing-", dir=venvs))
+    try:
+        for path in packages:
+            say(f"Installing {path.name}.")
+            try:
+                install_into_venv(path, building)
+            except MlsubmitError as err:
+                raise PrepareError(f"The package {path.name} could not be installed: {err.message}") from None
+        try:
+            os.rename(building, venv_dir)
+        except OSError:
+            pass  # an identical job finished first: use its venv
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return python

@@ -1,0 +1,91 @@
+"""Run the emulator in the foreground, with a Cloud Storage emulator of its own when none is given.
+
+Bad input (a port that cannot be bound, a data dir that is a file or not writable) is a UsageError before
+anything is served. Ctrl-C or SIGTERM stops the server, every job's replicas (running jobs end FAILED, saying
+the emulator stopped) and the Cloud Storage emulator it started.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from mlsubmit.errors import UsageError, invalid_value
+
+
+def _check_data_dir(data_dir: str | None) -> None:
+    if data_dir is None:
+        return
+    path = Path(data_dir)
+    if path.exists() and not path.is_dir():
+        raise invalid_value("--data-dir", data_dir, "a directory", hint="it is a file; pick another path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise invalid_value("--data-dir", data_dir, "a directory mlsubmit can write",
+                            hint=err.strerror or str(err)) from None
+
+
+def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str | None, max_running: int,
+          ready: Callable[[str, str, bool, str | None, int], None], log_requests: bool = True) -> None:
+    """Serve until KeyboardInterrupt or SIGTERM; `ready(endpoint, gcs, started_gcs, data_dir, max_running)` once
+    listening. Requests are logged on stderr (method, path, status; never headers or query strings)."""
+    _check_data_dir(data_dir)
+    gcs = None
+    if gcs_endpoint is None:
+        from mlsubmit.gcs_emulator import GcsEmulator
+
+        try:
+            gcs = GcsEmulator(port=gcs_port).start()
+        except RuntimeError as err:
+            raise UsageError(f"the Cloud Storage emulator did not start: {err}",
+                             hint="pick another --gcs-port, or pass --gcs-endpoint URL") from None
+        gcs_endpoint = gcs.endpoint
+    try:
+        from mlsubmit.emulator.app import Emulator
+
+        try:
+            emulator = Emulator(port=port, data_dir=data_dir, gcs_endpoint=gcs_endpoint, max_running=max_running)
+        except OSError as err:
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise invalid_value("--port", port, "a free port of 127.0.0.1",
+                                    hint=f"{err.strerror}; pick another --port, or --port 0 for any free one") \
+                    from None
+            raise
+        os.environ["STORAGE_EMULATOR_HOST"] = gcs_endpoint  # package look-ups and downloads go there
+        os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "local-project")
+        _serve(emulator, ready=lambda: ready(emulator.endpoint, gcs_endpoint, gcs is not None, data_dir, max_running),
+               log_requests=log_requests)
+    finally:
+        if gcs is not None:
+            gcs.stop()
+
+
+def _serve(emulator, *, ready: Callable[[], None], log_requests: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger = logging.getLogger("mlsubmit.emulator")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if log_requests else logging.WARNING)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        ready()
+        emulator.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        emulator.stop()
+        signal.signal(signal.SIGTERM, previous)
+        logger.removeHandler(handler)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt()

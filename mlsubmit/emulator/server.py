@@ -1,0 +1,233 @@
+"""The HTTP side of the emulator: a threaded server on 127.0.0.1 that decodes requests and routes them.
+
+Everything about the wire lives here, so the API modules only see decoded requests and return JSON:
+- bodies must be JSON objects sent as `application/json`, at most MAX_BODY bytes; anything else is a 400
+  INVALID_ARGUMENT in Google's error shape, never a crash (an unexpected exception is a 500 INTERNAL);
+- any `Authorization` header is accepted and ignored — it is never logged (the access log shows the method,
+  the path without its query string, and the status);
+- injected faults (`faults.Faults`) are applied before routing; the admin paths under `/emulator/` are exempt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import struct
+import threading
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from mlsubmit.emulator.errors import ApiError, invalid_argument, not_found
+from mlsubmit.emulator.faults import Faults
+
+log = logging.getLogger("mlsubmit.emulator")
+MAX_BODY = 1_572_864  # what the Google front end accepts for these APIs' JSON requests
+_DRAIN_LIMIT = 64 << 20  # read (and discard) oversized bodies up to this, so the client gets its 400
+ADMIN_PREFIX = "/emulator/"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]  # named groups of the route's pattern
+    query: dict[str, str]
+    body: Any  # the decoded JSON object, or None
+
+
+@dataclass
+class Route:
+    method: str
+    pattern: re.Pattern
+    handler: Callable[[Request], tuple[int, Any]]
+    creates: bool = False  # a create whose answer `drop_create_response` may drop
+
+
+@dataclass
+class Router:
+    routes: list[Route] = field(default_factory=list)
+
+    def add(self, method: str, pattern: str, handler: Callable[[Request], tuple[int, Any]], *,
+            creates: bool = False) -> None:
+        self.routes.append(Route(method, re.compile(pattern), handler, creates))
+
+    def find(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        for route in self.routes:
+            match = route.pattern.fullmatch(path)
+            if match and route.method == method:
+                return route, match.groupdict()
+        raise not_found(f"Method not found: {method} {path} is not part of the emulated APIs "
+                        f"(Vertex AI customJobs v1, AI Platform jobs v1, Cloud Logging entries v2)")
+
+
+class _Dropped(Exception):
+    """The connection is closed without an answer (an injected reset or a dropped create response)."""
+
+
+class EmulatorServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int, router: Router, faults: Faults):
+        self.router, self.faults = router, faults
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def handle_error(self, request, client_address) -> None:  # a client that went away is not our problem
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="emulator-http", daemon=True)
+        thread.start()
+        return thread
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: EmulatorServer
+    server_version = "mlsubmit-emulator"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:  # the default would print headers-free lines to stderr
+        pass
+
+    def _handle(self) -> None:
+        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        status = 500
+        try:
+            status, payload, route = self._dispatch(path)
+        except _Dropped:
+            log.info("%s %s -> connection dropped", self.command, path)
+            self._drop()
+            return
+        except ApiError as err:
+            status, payload = err.code, err.body()
+        except Exception as err:  # never let one request take the emulator down
+            log.exception("internal error answering %s %s", self.command, path)
+            status, payload = 500, ApiError(500, f"Internal error in the emulator: {type(err).__name__}: {err}"
+                                            ).body()
+        log.info("%s %s -> %d", self.command, path, status)
+        self._send(status, payload)
+
+    def _dispatch(self, path: str) -> tuple[int, Any, Route]:
+        raw = self._read_body()
+        if not path.startswith(ADMIN_PREFIX):
+            fault = self.server.faults.before(self.command, path)
+            if fault == "reset":
+                raise _Dropped()
+            if isinstance(fault, ApiError):
+                raise fault
+        route, params = self.server.router.find(self.command, path)
+        query = self._query()
+        body = _decode(raw, self.headers.get("Content-Type", "")) if raw else None
+        status, payload = route.handler(Request(self.command, path, params, query, body))
+        if route.creates and status < 300 and self.server.faults.drop_create_response(self.command, path):
+            raise _Dropped()
+        return status, payload, route
+
+    def _query(self) -> dict[str, str]:
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query,
+                                                              keep_blank_values=True).items()}
+        alt = query.pop("alt", "json")
+        if alt != "json":
+            raise invalid_argument(f"Invalid value for alt: {alt!r}; the emulator answers alt=json only",
+                                   [("alt", "expected json")])
+        query.pop("prettyPrint", None)
+        query.pop("access_token", None)  # accepted, never used or logged
+        return query
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            return self._read_chunked()
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            raise invalid_argument("Invalid Content-Length header") from None
+        if length > MAX_BODY:
+            self._discard(length)
+            raise invalid_argument(f"Request payload size exceeds the limit: {MAX_BODY} bytes.")
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _read_chunked(self) -> bytes:
+        chunks, total = [], 0
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                break
+            total += size
+            if total > MAX_BODY:
+                self.close_connection = True
+                raise invalid_argument(f"Request payload size exceeds the limit: {MAX_BODY} bytes.")
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass
+        return b"".join(chunks)
+
+    def _discard(self, length: int) -> None:
+        if length > _DRAIN_LIMIT:
+            self.close_connection = True
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 20))
+            if not chunk:
+                break
+            length -= len(chunk)
+
+    def _send(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload, indent=2).encode("utf-8") + b"\n"
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _drop(self) -> None:
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+
+def _decode(raw: bytes, content_type: str) -> Any:
+    """The JSON object in a request body, or a 400 in the words of the Google front end."""
+    media = content_type.split(";")[0].strip().lower()
+    if media != "application/json":
+        raise invalid_argument(f"Invalid JSON payload received. Unexpected Content-Type {media or '(none)'!r}: "
+                               f"send the body as application/json.", [("", "expected Content-Type: application/json")])
+    try:
+        text = raw.decode("utf-8")
+        body = json.loads(text, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise invalid_argument("Invalid JSON payload received. The body is not UTF-8.") from None
+    except json.JSONDecodeError as err:
+        shown = text.splitlines()[err.lineno - 1][:80] if text.splitlines() else ""
+        raise invalid_argument(f"Invalid JSON payload received. {err.msg} at line {err.lineno} column {err.colno}: "
+                               f"{shown!r}", [("", f"malformed JSON: {err.msg}")]) from None
+    except (ValueError, RecursionError) as err:
+        raise invalid_argument(f"Invalid JSON payload received. {err}") from None
+    if not isinstance(body, dict):
+        raise invalid_argument("Invalid JSON payload received. Expected an object ({...}) at the top level; "
+                               f"received {type(body).__name__}.", [("", "expected a JSON object")])
+    return body
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")

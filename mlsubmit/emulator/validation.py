@@ -1,0 +1,76 @@
+"""Check a create request against its schema in the discovery document, as the service's front end does.
+
+Three passes, all derived from google-api-python-client's shipped discovery documents (never a hand-kept list):
+`mlsubmit.discovery.validate` (field names, JSON types, enums, int64 strings, formats); required fields (the
+documents mark them with a description that starts "Required."; enum fields are exempt because proto3 cannot
+tell an absent enum from its first value); and output-only fields (description "Output only."), which a
+client may send back and the service ignores, so they are dropped.
+
+Field paths in violations are the JSON paths of the request body: `jobSpec.workerPoolSpecs[0].replicaCount`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from mlsubmit import discovery
+from mlsubmit.emulator.errors import violations_error
+
+
+def checked_body(api: str, schema: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` without its output-only fields, or ApiError 400 listing every violation."""
+    found = [(v.field, v.description) for v in discovery.validate(api, schema, body, lenient_numbers=True)]
+    if not found:
+        found = _missing(api, {"$ref": schema}, body, "")
+    if found:
+        raise violations_error(found)
+    return _strip(api, {"$ref": schema}, body)
+
+
+@functools.lru_cache(maxsize=None)
+def _marks(api: str, schema: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(required, output-only) property names of a schema."""
+    properties = discovery.schemas(api)[schema].get("properties", {})
+    required = frozenset(name for name, prop in properties.items()
+                         if prop.get("description", "").startswith("Required") and "enum" not in prop)
+    output_only = frozenset(name for name, prop in properties.items()
+                            if prop.get("description", "").startswith("Output only"))
+    return required, output_only
+
+
+def _resolve(api: str, prop: dict) -> tuple[str | None, dict]:
+    if "$ref" in prop:
+        return prop["$ref"], discovery.schemas(api)[prop["$ref"]]
+    return None, prop
+
+
+def _missing(api: str, prop: dict, value: Any, path: str) -> list[tuple[str, str]]:
+    name, prop = _resolve(api, prop)
+    out: list[tuple[str, str]] = []
+    if isinstance(value, list) and prop.get("type") == "array":
+        for index, item in enumerate(value):
+            out += _missing(api, prop.get("items", {}), item, f"{path}[{index}]")
+        return out
+    if not isinstance(value, dict) or prop.get("type") != "object":
+        return out
+    properties = prop.get("properties", {})
+    required = _marks(api, name)[0] if name else frozenset()
+    for key in sorted(required):
+        if value.get(key) in (None, "", [], {}):
+            out.append((f"{path}.{key}" if path else key, "required field is missing"))
+    for key, item in value.items():
+        if key in properties:
+            out += _missing(api, properties[key], item, f"{path}.{key}" if path else key)
+    return out
+
+
+def _strip(api: str, prop: dict, value: Any) -> Any:
+    name, prop = _resolve(api, prop)
+    if isinstance(value, list) and prop.get("type") == "array":
+        return [_strip(api, prop.get("items", {}), item) for item in value]
+    if not isinstance(value, dict) or prop.get("type") != "object" or "properties" not in prop:
+        return value
+    output_only = _marks(api, name)[1] if name else frozenset()
+    return {key: _strip(api, prop["properties"][key], item) if key in prop["properties"] else item
+            for key, item in value.items() if key not in output_only}
