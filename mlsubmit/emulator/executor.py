@@ -68,6 +68,7 @@ class Executor:
     def start(self) -> None:
         for job in self.store.recovered:
             reaper.stop_leftovers(job.processes)
+        shutil.rmtree(self.work_dir / "jobs", ignore_errors=True)  # what a crash left behind
         self._dispatcher.start()
 
     # -- what the APIs call ---------------------------------------------------------------------------------

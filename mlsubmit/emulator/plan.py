@@ -66,7 +66,9 @@ def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
         named = match.group(1) if match else ""
         field = region_field if named == "--region" else named if named and not named.startswith("-") \
             else fallback_field
-        raise field_error(field, err.message) from None
+        message = err.message.replace(f"invalid value for {named}:", f"invalid value for {field}:") if named \
+            else err.message  # the request's field, not the CLI flag that sets it
+        raise field_error(field, message) from None
 
 
 def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) -> JobPlan:

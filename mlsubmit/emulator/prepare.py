@@ -1,19 +1,14 @@
 """PREPARING: fetch a job's package URIs from Cloud Storage and install them into an isolated venv.
 
 The packages are installed as the service installs them: offline `pip install` of each sdist into a fresh venv
-(`mlsubmit.packaging.install_into_venv`), never the working tree. Venvs are kept under
-`$MLSUBMIT_HOME/venvs/<sha256 of the packages>-pyXY` (the layout `mlsubmit train --local` uses, so both
-share the install of an unchanged trainer), built in a temporary directory and renamed into place only when
-complete, so a concurrent job or a crash never leaves a half-made venv in use.
+(`mlsubmit.packaging.install_into_venv`), never the working tree, into the venvs `mlsubmit.venvs` keeps under
+`$MLSUBMIT_HOME/venvs/<sha256 of the packages>-pyXY` — the ones `mlsubmit train --local` uses, so both share the
+install of an unchanged trainer; a venv is renamed into place only when complete.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import sys
-import tempfile
+import threading
 from pathlib import Path
 
 from mlsubmit import storage
@@ -23,6 +18,10 @@ from mlsubmit.errors import MlsubmitError
 
 # Checks at create time answer within a few seconds even when the GCS endpoint is down.
 CHECK_RETRY = storage.RetryPolicy(initial=0.05, maximum=0.5, deadline=5.0, probe_deadline=3.0)
+
+
+_INSTALLING: dict[Path, threading.Lock] = {}
+_INSTALLING_LOCK = threading.Lock()
 
 
 class PrepareError(Exception):
@@ -49,10 +48,6 @@ def check_packages(plan: JobPlan) -> None:
             raise field_error(package_field(plan, index), f"the package {uri} does not exist")
 
 
-def mlsubmit_home() -> Path:
-    return Path(os.environ.get("MLSUBMIT_HOME") or Path.home() / ".mlsubmit")
-
-
 def fetch(plan: JobPlan, into: Path) -> list[Path]:
     """Download every package URI into `into`, in order. Raises PrepareError."""
     paths = []
@@ -67,29 +62,21 @@ def fetch(plan: JobPlan, into: Path) -> list[Path]:
 
 def venv_python(packages: list[Path], say=lambda text: None) -> Path:
     """The python of a venv holding `packages` (installed now, or earlier by an identical job). Raises PrepareError."""
-    digests = [hashlib.sha256(path.read_bytes()).hexdigest() for path in packages]
-    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
-    venvs = mlsubmit_home() / "venvs"
-    venv_dir = venvs / f"{key[:16]}-py{sys.version_info[0]}{sys.version_info[1]}"
-    python = venv_dir / "bin" / "python"
-    if python.exists():
-        say(f"Packages already installed ({', '.join(p.name for p in packages)}).")
-        return python
-    from mlsubmit.packaging import install_into_venv
+    from mlsubmit.venvs import cached_venv, venv_dir_for
 
-    venvs.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=".installing-", dir=venvs))
+    current: list[Path] = []
+
+    def installing(path: Path) -> None:
+        current[:] = [path]
+        say(f"Installing {path.name}.")
+
+    with _INSTALLING_LOCK:
+        lock = _INSTALLING.setdefault(venv_dir_for(packages), threading.Lock())
     try:
-        for path in packages:
-            say(f"Installing {path.name}.")
-            try:
-                install_into_venv(path, building)
-            except MlsubmitError as err:
-                raise PrepareError(f"The package {path.name} could not be installed: {err.message}") from None
-        try:
-            os.rename(building, venv_dir)
-        except OSError:
-            pass  # an identical job finished first: use its venv
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+        with lock:  # jobs of the same packages wait for one install instead of each making its own
+            python, reused = cached_venv(packages, installing=installing)
+    except MlsubmitError as err:
+        raise PrepareError(f"The package {current[0].name} could not be installed: {err.message}") from None
+    if reused:
+        say(f"Packages already installed ({', '.join(p.name for p in packages)}).")
     return python

@@ -97,6 +97,11 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "mlsubmit-emulator"
     sys_version = ""
 
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in two writes: without this, Nagle + delayed ACK stall each answer ~40 ms
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # the default would print headers-free lines to stderr
         pass
 
