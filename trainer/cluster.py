@@ -3,9 +3,8 @@
 TF_CONFIG: {"cluster": {"chief"|"master": [...], "worker": [...], "ps": [...]}, "task": {"type", "index"}}.
 Legacy AI Platform said `master`; TensorFlow 2 only accepts `chief`, so `master` is rewritten to `chief`.
 `evaluator` is a task type but never a cluster key. CLUSTER_SPEC (Vertex AI) names worker pools
-workerpool0 (chief), workerpool1 (workers), workerpool2 (ps), workerpool3 (evaluators). How many evaluators run
-beside the cluster is read from CLUSTER_SPEC (or an `evaluator` key in TF_CONFIG's cluster), so the chief knows to
-write the checkpoints they evaluate.
+workerpool0 (chief), workerpool1 (workers), workerpool2 (ps), workerpool3 (evaluators). The chief learns how
+many evaluators run beside the cluster (so it writes the checkpoints they evaluate) from CLUSTER_SPEC or TF_CONFIG.
 """
 
 from __future__ import annotations
@@ -66,10 +65,14 @@ def _normalise(cluster: Mapping[str, list], task_type: str, index: int) -> Clust
 
 
 def _evaluator_count(env: Mapping[str, str]) -> int:
+    """Evaluators beside the cluster: CLUSTER_SPEC's workerpool3 (Vertex AI), TF_CONFIG's `job.evaluator_count`
+    (legacy AI Platform puts the job's trainingInput there) or an `evaluator` key in TF_CONFIG's cluster."""
     counts = [0]
-    for key, pool in (("CLUSTER_SPEC", "workerpool3"), ("TF_CONFIG", "evaluator")):
+    for key, read in (("CLUSTER_SPEC", lambda c: len((c.get("cluster") or {}).get("workerpool3") or ())),
+                      ("TF_CONFIG", lambda c: len((c.get("cluster") or {}).get("evaluator") or ())),
+                      ("TF_CONFIG", lambda c: int((c.get("job") or {}).get("evaluator_count") or 0))):
         try:
-            counts.append(len((json.loads(env.get(key) or "{}").get("cluster") or {}).get(pool) or ()))
+            counts.append(read(json.loads(env.get(key) or "{}")))
         except (ValueError, AttributeError, TypeError):
             pass  # a malformed value is reported by _from_environment
     return max(counts)

@@ -1,0 +1,84 @@
+"""`mlsubmit train`: run the job spec — `--local` runs it on this machine, one process per replica.
+
+Parses and renders only: the work is mlsubmit.local_run (and, for the cloud, its own module when it lands).
+"""
+
+import os
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
+from mlsubmit.errors import OperationFailed, UsageError, invalid_value
+
+APIS = ("vertex", "legacy")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(train))
+
+
+def train(
+    spec_flags: Any,
+    local: Annotated[bool, typer.Option("--local", help="Run the job on this machine as the cloud would: the "
+                                        "trainer's sdist installed into an isolated venv, one process per replica "
+                                        "with its own TF_CONFIG, CLUSTER_SPEC and AIP_* variables on 127.0.0.1.")
+                     ] = False,
+    api: Annotated[str, typer.Option("--api", metavar="|".join(APIS), help="Whose environment to reproduce: "
+                                     "vertex (chief, CLUSTER_SPEC, AIP_*) or legacy (AI Platform: master, "
+                                     "TF_CONFIG only).")] = "vertex",
+    package_path: Annotated[str, typer.Option("--package-path", metavar="DIR",
+                                              help="The trainer package to build and install.")] = "trainer",
+    start_port: Annotated[Optional[str], typer.Option(
+        "--start-port", metavar="PORT", show_default=False,
+        help="Give the replicas consecutive ports from PORT (default: free ports).")] = None,
+) -> None:
+    """Train: with --local, run the job spec here — the first replica that fails ends the job, Ctrl-C stops
+    every replica, and a summary says where the artifacts are. Trainer arguments go after --."""
+    if api not in APIS:
+        raise invalid_value("--api", api, " or ".join(APIS))
+    port = _port(start_port)
+    if not local:
+        raise UsageError("cloud submission is not available in this version of mlsubmit",
+                         hint="run the job on this machine with --local")
+    _train_local(spec_flags, api=api, package_path=package_path, start_port=port)
+
+
+def _port(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    if not text.isdigit() or not 1024 <= int(text) <= 65535:
+        raise invalid_value("--start-port", text, "a port number from 1024 to 65535")
+    return int(text)
+
+
+def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Optional[int]) -> None:
+    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.local_run import run_local
+
+    spec, notes = spec_from_options(spec_flags, target="local")
+    for note in notes:
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    run = run_local(spec, api=api, package_path=package_path, start_port=start_port, color=color,
+                    say=lambda line: typer.echo(line))
+    outcome, job = run.outcome, run.job
+    if outcome.traceback:
+        typer.secho(f"── {outcome.failed}'s last output " + "─" * 40, fg="red", err=True)
+        typer.echo(outcome.traceback, err=True)
+    codes = ", ".join(f"{name} {'stopped' if code is None else code}" for name, code in outcome.exit_codes.items())
+    colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(outcome.state, "yellow")
+    typer.secho(f"job {job.job_id} {outcome.state} in {outcome.seconds:.1f} s — exit codes: {codes}", fg=colour,
+                bold=True)
+    manifest = os.path.join(job.job_dir, "MANIFEST.json")
+    if outcome.state == "SUCCEEDED":
+        where = f"{job.job_dir}/ (MANIFEST.json written last)" if job.job_dir.startswith("gs://") or \
+            os.path.exists(manifest) else f"{job.job_dir}/ (no MANIFEST.json: the trainer wrote no artifacts)"
+        typer.echo(f"artifacts: {where}")
+        return
+    if outcome.state == "CANCELLED":
+        raise OperationFailed(f"job {job.job_id} stopped by the user; every replica was stopped",
+                              exit_code=outcome.exit_code)
+    raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}; the other replicas were stopped",
+                          hint=f"its output is above; partial files may be in {job.job_dir}")

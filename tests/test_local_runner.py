@@ -1,0 +1,131 @@
+"""The local runner and `mlsubmit train --local` with real processes but no TensorFlow (fast): output, failure,
+Ctrl-C, bad input — and never a process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from support.tiny_package import make_project
+
+from mlsubmit.runner import FAILED, SUCCEEDED, Replica, Runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SLEEPY_TASK = '''\
+import argparse, json, os, sys, time
+
+def main():
+    parser = argparse.ArgumentParser(prog="tinypkg.task")
+    parser.add_argument("--job-dir", required=True)
+    args = parser.parse_args()
+    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    print("role", task["type"], task["index"], "job dir", args.job_dir, flush=True)
+    print("sees", " ".join(sorted(k for k in os.environ if k in ("CLUSTER_SPEC", "AIP_MODEL_DIR"))), flush=True)
+    time.sleep(600)
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def job_processes(job_id: str) -> list[int]:
+    """Processes alive with CLOUD_ML_JOB_ID=job_id in their environment (what the runner started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"CLOUD_ML_JOB_ID={job_id}".encode() in environ:
+                found.append(int(entry.name))
+    return found
+
+
+def _replica(name: str, role: str, code: str) -> Replica:
+    return Replica(name, role, (sys.executable, "-c", code), dict(os.environ), str(ROOT))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_the_chief_ends_the_job_and_replicas_still_running_after_the_grace_are_stopped():
+    lines = []
+    runner = Runner([_replica("chief-0", "chief", "import time; print('step 1'); time.sleep(0.3); print('done')"),
+                     _replica("ps-0", "ps", "import time; print('serving', flush=True); time.sleep(600)")],
+                    sink=lines.append, grace_seconds=0.5)
+    outcome = runner.run()
+    assert outcome.state == SUCCEEDED and outcome.exit_code == 0
+    assert outcome.exit_codes == {"chief-0": 0, "ps-0": None}  # None: stopped by the runner
+    assert {"[chief-0] step 1", "[chief-0] done", "[ps-0]    serving"} <= set(lines)
+    assert not any(_alive(pid) for pid in runner.pids().values())
+
+
+def test_the_first_failure_ends_the_job_within_seconds_with_its_traceback():
+    runner = Runner([_replica("chief-0", "chief", "import time; time.sleep(600)"),
+                     _replica("worker-0", "worker", "import time; time.sleep(0.5); raise ValueError('boom')")],
+                    sink=lambda line: None, color=True)
+    started = time.monotonic()
+    outcome = runner.run()
+    assert time.monotonic() - started < 10
+    assert (outcome.state, outcome.failed, outcome.reason) == (FAILED, "worker-0", "worker-0 exited with code 1")
+    assert outcome.traceback.startswith("Traceback") and outcome.traceback.endswith("ValueError: boom")
+    assert outcome.exit_codes == {"chief-0": None, "worker-0": 1}
+    assert not any(_alive(pid) for pid in runner.pids().values())
+
+
+def _mlsubmit(*args: str, cwd: Path, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.Popen([sys.executable, "-m", "mlsubmit", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def test_ctrl_c_stops_every_replica_of_a_local_job(tmp_path):
+    package = make_project(tmp_path / "proj", task=SLEEPY_TASK)
+    job = _mlsubmit("train", "--local", "--workers", "1", "--ps", "1", "--package-path", str(package),
+                    "--python-module", "tinypkg.task", "--job-name", "ctrl_c_job", "--job-dir", "out", cwd=tmp_path)
+    seen = []
+    for line in job.stdout:
+        seen.append(line.rstrip())
+        if sum(line.startswith("[") and " sees " in line for line in seen) == 3:
+            break
+    output = "\n".join(seen)
+    assert "[chief-0]  role chief 0 job dir " + str(tmp_path / "out") in output  # Vertex AI names it chief
+    assert "[worker-0] role worker 0" in output and "[ps-0]     role ps 0" in output
+    assert "[chief-0]  sees AIP_MODEL_DIR CLUSTER_SPEC" in output
+    assert len(job_processes("ctrl_c_job")) == 3
+    job.send_signal(signal.SIGINT)
+    rest, _ = job.communicate(timeout=30)
+    assert job.returncode == 130
+    assert "error: job ctrl_c_job stopped by the user; every replica was stopped" in rest
+    assert job_processes("ctrl_c_job") == []
+
+
+def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path):
+    def run(*args):
+        done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+        return done.stderr
+
+    assert "1 parameter server(s) but no workers" in run("--ps", "1", "--job-name", "bad_1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        assert f"port {port} cannot" in run("--workers", "1", "--start-port", str(port), "--job-name", "bad_2")
+    broken = make_project(tmp_path / "broken", task="import no_such_module_anywhere\n")
+    said = run("--package-path", str(broken), "--python-module", "tinypkg.task", "--job-name", "bad_3")
+    assert "tinypkg.task does not import" in said and "no_such_module_anywhere" in said
+    assert not any(job_processes(f"bad_{i}") for i in (1, 2, 3))
