@@ -10,15 +10,13 @@ replica runs is taken from the body as the service would run it:
 - Legacy AI Platform runs `trainingInput.pythonModule` with `args` followed by `--job-dir <jobDir>` on every
   replica. Task names: `master-replica-0`, `worker-replica-0`, `ps-replica-0`, `evaluator-replica-0`.
 
-`replica_env` builds each replica's TF_CONFIG (`chief` for Vertex AI, `master` for legacy), CLUSTER_SPEC
-(Vertex AI), AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR (Vertex AI, from
-baseOutputDirectory) and CLOUD_ML_JOB_ID once the ports are known.
+The environment each service sets (TF_CONFIG, CLUSTER_SPEC, AIP_*, CLOUD_ML_JOB_ID) is added when the replicas
+start (`launch`), from `mlsubmit.local_job.plan`, once the ports are known.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +58,7 @@ def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
     from mlsubmit.spec_input import build_spec
 
     try:
-        return build_spec(draft)
+        spec = build_spec(draft)
     except UsageError as err:
         match = re.match(r"invalid value for ([^:;]+?):", err.message)
         named = match.group(1) if match else ""
@@ -69,6 +67,12 @@ def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
         message = err.message.replace(f"invalid value for {named}:", f"invalid value for {field}:") if named \
             else err.message  # the request's field, not the CLI flag that sets it
         raise field_error(field, message) from None
+    for role, pool in spec.pools.items():
+        accelerator = pool.accelerator
+        if accelerator and machines.ACCELERATORS[accelerator[0]].kind == "tpu":
+            raise field_error(fallback_field, f"the {role} runs on a Cloud TPU ({pool.machine_type}, {accelerator[0]}), "
+                                              "which the emulator cannot stand in for; GPU jobs run on the CPU")
+    return spec
 
 
 def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) -> JobPlan:
@@ -127,29 +131,3 @@ def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
                      for role, pool in spec.pools.items() for index in range(pool.replica_count))
     return JobPlan("legacy", job_id, project, spec, replicas, tuple(training["packageUris"]))
 
-
-def replica_env(plan: JobPlan, replica: Replica, addresses: dict[str, list[str]],
-                job_document: dict[str, Any]) -> dict[str, str]:
-    """The environment the service gives `replica`; `addresses` holds host:port per role.
-
-    Evaluators have addresses in CLUSTER_SPEC (workerpool3) but are never part of TF_CONFIG's cluster."""
-    chief = "master" if plan.api == "legacy" else "chief"
-    cluster = {(chief if role == "chief" else role): list(hosts) for role, hosts in addresses.items()
-               if hosts and role != "evaluator"}
-    task_type = chief if replica.role == "chief" else replica.role
-    tf_config = {"cluster": cluster, "task": {"type": task_type, "index": replica.index, "trial": ""},
-                 "environment": "cloud", "job": job_document}
-    env = {"TF_CONFIG": json.dumps(tf_config), "CLOUD_ML_JOB_ID": plan.job_id,
-           "CLOUD_ML_PROJECT_ID": plan.project}
-    if plan.api == "vertex":
-        pools = {f"workerpool{machines.ROLES.index(role)}": list(hosts) for role, hosts in addresses.items()
-                 if hosts}
-        env["CLUSTER_SPEC"] = json.dumps({"cluster": pools, "environment": "cloud", "job": job_document,
-                                          "task": {"type": f"workerpool{machines.ROLES.index(replica.role)}",
-                                                   "index": replica.index, "trial": ""}})
-        if plan.base_output_dir:
-            base = plan.base_output_dir.rstrip("/")
-            env.update(AIP_MODEL_DIR=f"{base}/model/", AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
-                       AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/")
-    env.update(dict(replica.env))
-    return env
