@@ -20,21 +20,32 @@ from tests.test_trainer_training import _manifest_ok
 pytestmark = pytest.mark.slow
 
 
-def _train(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory) -> str:
+    """One MLSUBMIT_HOME for this module: the trainer's venv is installed once, as for a user's second job."""
+    return str(tmp_path_factory.mktemp("mlsubmit-home"))
+
+
+@pytest.fixture
+def env(shared_home) -> dict:
+    return {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": shared_home}
+
+
+def _train(*args: str, cwd: Path, env: dict, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path",
                            str(ROOT / "trainer"), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "NO_COLOR": "1"})
+                          env=env)
 
 
 def _lines(output: str, replica: str) -> list[str]:
     return [line.split("] ", 1)[1].strip() for line in output.splitlines() if line.startswith(f"[{replica}]")]
 
 
-def test_legacy_master_and_a_worker_train_in_sync_and_the_evaluator_follows(tmp_path):
+def test_legacy_master_and_a_worker_train_in_sync_and_the_evaluator_follows(tmp_path, env):
     npz = digits_npz(tmp_path / "digits.npz")
     done = _train("--api", "legacy", "--workers", "1", "--evaluators", "1", "--job-name", "sync_job",
                   "--job-dir", "job", "--", "--data", str(npz), "--epochs", "2", "--batch-size", "32",
-                  "--steps-per-epoch", "4", cwd=tmp_path)
+                  "--steps-per-epoch", "4", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     out = done.stdout
     assert "TF_CONFIG names the chief 'master', as legacy AI Platform does" in out
@@ -63,10 +74,10 @@ def test_legacy_master_and_a_worker_train_in_sync_and_the_evaluator_follows(tmp_
     assert keras.models.load_model(job / "model" / "model.keras").count_params() == metrics["parameters"]
 
 
-def test_parameter_servers_and_workers_train_exports_and_every_process_ends(tmp_path):
+def test_parameter_servers_and_workers_train_exports_and_every_process_ends(tmp_path, env):
     done = _train("--workers", "2", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job", "--",
                   "--data", "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3",
-                  cwd=tmp_path)
+                  cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     _manifest_ok(tmp_path / "job")
     metrics = read_json(tmp_path / "job" / "metrics.json")
@@ -76,8 +87,8 @@ def test_parameter_servers_and_workers_train_exports_and_every_process_ends(tmp_
     assert "exit codes: chief-0 0, worker-0 0, worker-1 0, ps-0 0" in done.stdout
 
 
-def test_gpus_on_a_machine_without_them_runs_the_mirrored_path_on_emulated_devices(tmp_path):
-    done = _train("--gpus", "2", "--job-dir", "job", "--", "--dry-run", cwd=tmp_path)
+def test_gpus_on_a_machine_without_them_runs_the_mirrored_path_on_emulated_devices(tmp_path, env):
+    done = _train("--gpus", "2", "--job-dir", "job", "--", "--dry-run", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "the job asks for 2: each replica runs with 2 emulated devices (--emulate-devices 2)" in done.stdout
     chief = "\n".join(_lines(done.stdout, "chief-0"))
@@ -96,17 +107,17 @@ def _replica_pid(job_id: str, role: str) -> int | None:
     return None
 
 
-def test_a_worker_killed_mid_run_fails_the_job_within_seconds_and_leaves_no_process(tmp_path):
+def test_a_worker_killed_mid_run_fails_the_job_within_seconds_and_leaves_no_process(tmp_path, env):
     npz = digits_npz(tmp_path / "digits.npz")
     job = subprocess.Popen([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path",
                             str(ROOT / "trainer"), "--workers", "1", "--job-name", "killed_job", "--job-dir", "job",
                             "--", "--data", str(npz), "--epochs", "200", "--batch-size", "16"],
-                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env={**os.environ, "NO_COLOR": "1"})
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         for line in job.stdout:
-            if line.startswith("[worker-0]") and "Epoch 2/" in line:
+            if line.startswith("[worker-0]") and "Epoch 1/" in line:
                 break
+        time.sleep(1)  # in the middle of the first epoch
         os.kill(_replica_pid("killed_job", "worker"), signal.SIGKILL)
         killed = time.monotonic()
         rest, _ = job.communicate(timeout=60)
