@@ -202,12 +202,11 @@ def _train(config: TrainConfig, cluster: Cluster, started: float):
                   verbose=1 if os.isatty(1) and not config.dry_run else 2)
         digest = weights_digest(model.get_weights())
         print(f"{name}: trained {recorder.epochs} epoch(s); weights sha256 {digest}", flush=True)
-        if cluster.is_chief:
-            shutil.rmtree(backup.local, ignore_errors=True)  # a finished job has no backup, as with Keras 3
-            if evaluation is not None:
-                mark_done(evaluation, recorder.epochs)
         if not cluster.is_chief:
             return None
+        shutil.rmtree(backup.local, ignore_errors=True)  # a finished job has no backup, as with Keras 3
+        if evaluation is not None:
+            mark_done(evaluation, recorder.epochs)
         return _finish(config, cluster, started, arrays, job_dir, logs, model, pipes, recorder, timer, found,
                        choice, dist, keras, digest)
     finally:
