@@ -64,7 +64,8 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     run = run_local(spec, api=api, package_path=package_path, start_port=start_port, color=color,
                     say=lambda line: typer.echo(line))
     outcome, job = run.outcome, run.job
-    if outcome.traceback:
+    rejected = outcome.failed is not None and outcome.exit_codes.get(outcome.failed) == 2  # the trainer's bad input
+    if outcome.traceback and not rejected:
         typer.secho(f"── {outcome.failed}'s last output " + "─" * 40, fg="red", err=True)
         typer.echo(outcome.traceback, err=True)
     codes = ", ".join(f"{name} {'stopped' if code is None else code}" for name, code in outcome.exit_codes.items())
@@ -80,5 +81,9 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     if outcome.state == "CANCELLED":
         raise OperationFailed(f"job {job.job_id} stopped by the user; every replica was stopped",
                               exit_code=outcome.exit_code)
+    if rejected:  # the trainer's own bad-input exit: its one line, exit code 2
+        said = (outcome.traceback.strip().splitlines() or [""])[-1].removeprefix("error: ")
+        raise UsageError(f"job {job.job_id} failed: {outcome.failed} rejected its input: {said}",
+                         hint="fix the trainer arguments after --")
     raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}; the other replicas were stopped",
                           hint=f"its output is above; partial files may be in {job.job_dir}")
