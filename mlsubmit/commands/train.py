@@ -1,6 +1,7 @@
 """`mlsubmit train`: run the job spec — `--local` runs it on this machine, one process per replica.
 
-Parses and renders only: the work is mlsubmit.local_run (and, for the cloud, its own module when it lands).
+Parses and renders only: the work is mlsubmit.local_run; without --local, mlsubmit.commands._cloud_train
+submits the job to Vertex AI / AI Platform and follows it.
 """
 
 import os
@@ -9,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from mlsubmit.commands._cloud_train import reject_for_local, with_cloud_options
 from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 
@@ -16,32 +18,37 @@ APIS = ("vertex", "legacy")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(train))
+    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(with_cloud_options(train)))
 
 
 def train(
     spec_flags: Any,
+    cloud_flags: Any,
     local: Annotated[bool, typer.Option("--local", help="Run the job on this machine as the cloud would: the "
                                         "trainer's sdist installed into an isolated venv, one process per replica "
                                         "with its own TF_CONFIG, CLUSTER_SPEC and AIP_* variables on 127.0.0.1.")
                      ] = False,
-    api: Annotated[str, typer.Option("--api", metavar="|".join(APIS), help="Whose environment to reproduce: "
-                                     "vertex (chief, CLUSTER_SPEC, AIP_*) or legacy (AI Platform: master, "
-                                     "TF_CONFIG only).")] = "vertex",
+    api: Annotated[str, typer.Option("--api", metavar="|".join(APIS), help="Where to submit: vertex (Vertex AI "
+                                     "custom jobs) or legacy (AI Platform Training). With --local, whose "
+                                     "environment to reproduce: vertex (chief, CLUSTER_SPEC, AIP_*) or legacy "
+                                     "(master, TF_CONFIG only).")] = "vertex",
     package_path: Annotated[str, typer.Option("--package-path", metavar="DIR",
                                               help="The trainer package to build and install.")] = "trainer",
     start_port: Annotated[Optional[str], typer.Option(
         "--start-port", metavar="PORT", show_default=False,
         help="Give the replicas consecutive ports from PORT (default: free ports).")] = None,
 ) -> None:
-    """Train: with --local, run the job spec here — the first replica that fails ends the job, Ctrl-C stops
-    every replica, and a summary says where the artifacts are. Trainer arguments go after --."""
+    """Train: submit the job spec to Vertex AI (or --api legacy) and stream its logs until it ends; or, with
+    --local, run it here — the first replica that fails ends the job, Ctrl-C stops every replica, and a summary
+    says where the artifacts are. Trainer arguments go after --."""
     if api not in APIS:
         raise invalid_value("--api", api, " or ".join(APIS))
     port = _port(start_port)
     if not local:
-        raise UsageError("cloud submission is not available in this version of mlsubmit",
-                         hint="run the job on this machine with --local")
+        from mlsubmit.commands._cloud_train import train_cloud
+
+        return train_cloud(spec_flags, cloud_flags, api=api, package_path=package_path)
+    reject_for_local(cloud_flags)
     _train_local(spec_flags, api=api, package_path=package_path, start_port=port)
 
 

@@ -1,0 +1,34 @@
+"""Where cloud jobs run, one module each behind one small interface (`base.Backend`): submit, get, list,
+cancel, logs. `vertex` (Vertex AI custom jobs) and `legacy` (AI Platform Training ml v1) map their API's job
+JSON to the common `JobStatus`; `follow` waits for a job and streams its logs; `calls` sends requests.
+
+    backend = backend_for("vertex", clients, project="p", region="us-central1")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlsubmit.errors import did_you_mean, invalid_value
+
+APIS = ("vertex", "legacy")
+
+
+def check_api(api: str) -> str:
+    if api not in APIS:
+        raise invalid_value("--api", api, " or ".join(APIS), hint=did_you_mean(str(api).lower(), APIS))
+    return api
+
+
+def backend_for(api: str, clients: Any, *, project: str, region: str, retry: Any = None):
+    """The Backend of `api` ("vertex" or "legacy") for `project` / `region`, calling through `clients`."""
+    from mlsubmit.storage import RetryPolicy
+
+    retry = retry or RetryPolicy.from_env()
+    if check_api(api) == "legacy":
+        from mlsubmit.backends.legacy import LegacyBackend
+
+        return LegacyBackend(clients, project=project, region=region, retry=retry)
+    from mlsubmit.backends.vertex import VertexBackend
+
+    return VertexBackend(clients, project=project, region=region, retry=retry)

@@ -1,0 +1,135 @@
+"""`mlsubmit train` without --local: submit the job spec to Vertex AI (or legacy AI Platform) and follow it.
+
+The train command (commands/train.py) declares the spec options and calls `train_cloud`; this module adds the
+cloud options (`with_cloud_options`) and renders the submission. The work is mlsubmit.submit and
+mlsubmit.backends.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Callable
+
+import typer
+
+from mlsubmit.commands._cloud_options import ENDPOINT, PROJECT, STAGING, with_options
+from mlsubmit.errors import UsageError
+
+_PANEL = "Cloud jobs (without --local)"
+
+
+def _flag(name: str, help: str) -> Any:
+    return Annotated[bool, typer.Option(name, help=help, rich_help_panel=_PANEL)]
+
+
+MODES = {"stream_logs": "--stream-logs", "wait": "--wait", "async_": "--async"}
+CLOUD_OPTIONS = {
+    "project": (PROJECT, None), "staging_bucket": (STAGING, None), "endpoint": (ENDPOINT, None),
+    "stream_logs": (_flag("--stream-logs", "Stream the replicas' logs with a live status line until the job ends "
+                                           "(the default)."), False),
+    "wait": (_flag("--wait", "Show the job's status only, until it ends."), False),
+    "async_": (_flag("--async", "Return once the job is accepted; print its id."), False),
+    "dry_run": (_flag("--dry-run", "Print the request body, the package's files and size and the distribution "
+                                   "strategy the trainer will pick; no credentials, no network, nothing sent."),
+                False),
+    "skip_preflight": (_flag("--skip-preflight", "Do not install a new package into a fresh venv before staging "
+                                                 "it."), False),
+}
+
+
+def with_cloud_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add CLOUD_OPTIONS to `command`, which receives them as the dict `cloud_flags`."""
+    return with_options(command, CLOUD_OPTIONS, into="cloud_flags")
+
+
+def reject_for_local(cloud_flags: dict[str, Any]) -> None:
+    """Cloud options make no sense with --local: say so rather than ignore them."""
+    given = [MODES.get(name) or "--" + name.replace("_", "-") for name, value in cloud_flags.items() if value]
+    if given:
+        raise UsageError(f"invalid options for --local: {', '.join(given)} apply to cloud jobs only",
+                         hint="drop them, or drop --local to submit the job")
+
+
+def _mode(cloud_flags: dict[str, Any]) -> str:
+    chosen = [name for name in MODES if cloud_flags.get(name)]
+    if len(chosen) > 1:
+        raise UsageError(f"received {' and '.join(MODES[c] for c in chosen)}; expected at most one of "
+                         f"{', '.join(MODES.values())}", hint="pick how to follow the job")
+    return chosen[0] if chosen else "stream_logs"
+
+
+def _say(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+def _yaml_region(config: str | None) -> str | None:
+    if not config:
+        return None
+    from mlsubmit.spec_input import load_yaml
+
+    return load_yaml(config)[0].region
+
+
+def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api: str, package_path: str) -> None:
+    """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED."""
+    from mlsubmit import submit as submitting
+    from mlsubmit.commands._cloud_options import backend_of, settings_of
+    from mlsubmit.commands._jobs_view import finish, follow
+    from mlsubmit.commands._spec_options import spec_from_options
+
+    mode = _mode(cloud_flags)
+    region = spec_flags.get("region") or _yaml_region(spec_flags.get("config"))
+    settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"))
+    spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
+    submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path)
+    for note in [*notes, *submission.notes]:
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    if cloud_flags.get("dry_run"):
+        _render_dry_run(submission)
+        return
+    backend = backend_of(api, settings)
+    staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)
+    sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
+    _say(f"package {staged.uri} ({sent})")
+    try:
+        status = submitting.submit(submission, backend)
+    except KeyboardInterrupt:
+        _say(f"\ninterrupted while submitting: the job may or may not exist (its label mlsubmit_request_id="
+             f"{submission.request_id}); see `mlsubmit jobs list`")
+        raise typer.Exit(130) from None
+    named = f" ({status.display_name})" if status.display_name != status.job_id else ""
+    _say(f"job {status.job_id}{named} accepted: {status.state}")
+    url = backend.console_url(status)
+    if url:
+        _say(f"console: {url}")
+    if mode == "async_":
+        typer.echo(status.job_id)
+        return
+    final, finder = follow(backend, status, settings=settings, logs=mode == "stream_logs", announced=True)
+    finish(backend, final, finder, settings=settings)
+
+
+def _render_dry_run(submission: Any) -> None:
+    planned, spec = submission.package, submission.spec
+    typer.echo(submission.method)
+    typer.echo(json.dumps(submission.body, indent=2))
+    generated = {name: len(text.encode()) for name, text in planned.plan.generated_files().items()}
+    files = sorted([(path, size, True) for path, size in generated.items()]
+                   + [(f.path, f.size, False) for f in planned.plan.files])
+    total = sum(size for _, size, _ in files)
+    typer.echo(f"\npackage {planned.plan.filename}: {len(files)} files, {total:,} bytes ({planned.size:,} bytes "
+               f"compressed), sha256 {planned.sha256}")
+    typer.echo(f"  stages to {planned.uri} (skipped if it is there already)")
+    for path, size, made in files:
+        typer.echo(f"  {size:>9,}  {path}{'  (generated)' if made else ''}")
+    if submission.strategy:
+        name, reason = submission.strategy
+        typer.echo(f"\nstrategy: {name} — {reason}")
+    else:
+        typer.echo(f"\nstrategy: chosen by your program ({spec.python_module}), not mlsubmit's trainer")
+    settings = submission.settings
+    where = [f"{name.replace('_', ' ')} {getattr(settings, name)} ({settings.sources[name]})"
+             for name in ("project", "region", "staging_bucket", "endpoint") if getattr(settings, name)]
+    typer.echo(f"settings: {'; '.join(where)}")
+    typer.echo(f"job dir: {spec.job_dir}")
+    typer.echo("nothing submitted (--dry-run): no credentials used, nothing sent")

@@ -1,0 +1,154 @@
+"""`mlsubmit jobs list|describe|wait|logs|cancel`: follow cloud jobs on Vertex AI or legacy AI Platform (parse and
+render; the work is mlsubmit.backends). A rich table for people, `--output json` for scripts.
+"""
+
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from mlsubmit._typer_fast import PlainCoercion
+from mlsubmit.commands._cloud_options import OUTPUT, TARGET_OPTIONS, with_options
+from mlsubmit.errors import did_you_mean, invalid_value
+
+OUTPUTS = ("table", "json")
+JOB = Annotated[str, typer.Argument(metavar="JOB", help="The job's id or resource name (Vertex AI: also its display "
+                                                       "name).", show_default=False)]
+
+
+class _Group(PlainCoercion, TyperGroup):
+    pass
+
+
+class _Command(PlainCoercion, TyperCommand):
+    pass
+
+
+jobs_app = typer.Typer(cls=_Group, name="jobs", no_args_is_help=True, rich_markup_mode=None, add_completion=False,
+                       help="List, describe, wait for, read the logs of and cancel cloud jobs (Vertex AI, or "
+                            "--api legacy). Exit code of wait and logs --follow: 0 only if the job SUCCEEDED.")
+
+
+def _command(name: str):
+    def decorate(function):
+        jobs_app.command(name, cls=_Command)(with_options(function, TARGET_OPTIONS, into="target"))
+        return function
+    return decorate
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(jobs_app, name="jobs")
+
+
+def _checked_output(output: str) -> str:
+    if output not in OUTPUTS:
+        raise invalid_value("--output", output, "table or json", hint=did_you_mean(output, OUTPUTS))
+    return output
+
+
+def _connect(target: dict[str, Any]) -> tuple[Any, Any]:
+    """(backend, settings) for the target options; the project (and for Vertex AI the region) must be set."""
+    from mlsubmit.backends import check_api
+    from mlsubmit.commands._cloud_options import backend_of, settings_of
+
+    api = check_api(target["api"])
+    settings = settings_of(target, need=("project",) if api == "legacy" else ("project", "region"))
+    return backend_of(api, settings), settings
+
+
+@_command("list")
+def list_command(
+    target: Any,
+    state: Annotated[Optional[str], typer.Option("--state", metavar="STATE", show_default=False,
+                                                 help="Only jobs in this state: QUEUED, PREPARING, RUNNING, "
+                                                      "SUCCEEDED, FAILED, CANCELLING, CANCELLED, …")] = None,
+    limit: Annotated[str, typer.Option("--limit", metavar="N", help="At most N jobs, newest first.")] = "20",
+    output: OUTPUT = "table",
+) -> None:
+    """List jobs, newest first."""
+    from mlsubmit.backends.base import check_state
+    from mlsubmit.commands._jobs_view import job_table, print_json, status_json
+
+    _checked_output(output)
+    if not limit.isdigit() or not 1 <= int(limit) <= 10000:
+        raise invalid_value("--limit", limit, "a whole number from 1 to 10000")
+    wanted = check_state(state) if state else None
+    backend, _ = _connect(target)
+    statuses = backend.list(wanted, int(limit))
+    if output == "json":
+        print_json([status_json(status) for status in statuses])
+    else:
+        job_table(statuses)
+
+
+@_command("describe")
+def describe_command(target: Any, job: JOB, output: OUTPUT = "table") -> None:
+    """Show a job: its cluster and program, state, times, consumed resources, error, and where its artifacts are."""
+    from mlsubmit.commands._jobs_view import describe, print_json, status_json
+
+    _checked_output(output)
+    backend, _ = _connect(target)
+    status = backend.get(job)
+    if output == "json":
+        print_json(status_json(status, console_url=backend.console_url(status)))
+    else:
+        describe(status, backend.console_url(status))
+
+
+@_command("wait")
+def wait_command(
+    target: Any, job: JOB,
+    timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", show_default=False,
+                                                   help="Stop waiting after this long (90s, 30m, 2h); the job keeps "
+                                                        "running. Default: until it ends.")] = None,
+    output: OUTPUT = "table",
+) -> None:
+    """Wait until a job ends, with a live status line; Ctrl-C detaches. Exit 0 only if it SUCCEEDED."""
+    from mlsubmit.commands._jobs_view import finish, follow, print_json, status_json
+    from mlsubmit.spec_input import parse_duration
+
+    _checked_output(output)
+    seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
+    backend, settings = _connect(target)
+    final, finder = follow(backend, backend.get(job), settings=settings, logs=False, timeout=seconds)
+    if output == "json":
+        print_json(status_json(final))
+    finish(backend, final, finder, settings=settings)
+
+
+@_command("logs")
+def logs_command(
+    target: Any, job: JOB,
+    follow_logs: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the job ends (exit 0 "
+                                                                     "only if it SUCCEEDED); Ctrl-C detaches.")
+                           ] = False,
+    task: Annotated[Optional[str], typer.Option("--task", metavar="TASK", show_default=False,
+                                                help="Only this replica: chief-0, worker-1, ps-0, evaluator-0 (or the "
+                                                     "API's name: workerpool0-0, master-replica-0).")] = None,
+    output: OUTPUT = "table",
+) -> None:
+    """Print a job's logs from Cloud Logging, each line prefixed with its task; --follow streams them."""
+    from mlsubmit.commands._jobs_view import LogPrinter, finish, follow
+
+    _checked_output(output)
+    backend, settings = _connect(target)
+    status = backend.get(job)
+    if follow_logs:
+        final, finder = follow(backend, status, settings=settings, logs=True, task=task, output=output)
+        finish(backend, final, finder, settings=settings)
+    else:
+        LogPrinter(output)(backend.logs(status, task=task))
+
+
+@_command("cancel")
+def cancel_command(target: Any, job: JOB, output: OUTPUT = "table") -> None:
+    """Cancel a job that has not ended; it goes CANCELLING, then CANCELLED."""
+    from mlsubmit.commands._jobs_view import print_json, status_json
+
+    _checked_output(output)
+    backend, _ = _connect(target)
+    status = backend.cancel(job)
+    if output == "json":
+        print_json(status_json(status))
+    else:
+        typer.echo(f"job {status.job_id}: cancel requested; now {status.state}")

@@ -1,0 +1,62 @@
+"""`mlsubmit train` through the CLI against the training-service emulator and a real GCS emulator, with the
+real trainer (`--dry-run`: synthetic data, two steps): Vertex AI, legacy AI Platform, and a chief + worker
+cluster each run to SUCCEEDED, stream their replicas' lines and leave artifacts with MANIFEST.json."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest_plugins = ["support.training_emulator", "support.submit_cli"]
+pytestmark = pytest.mark.slow
+TRAINER = "trainer"
+
+
+def job_dir_of(stderr: str) -> str:
+    match = re.search(r"artifacts: (gs://\S+?)/ \(MANIFEST\.json written last: complete\)", stderr)
+    assert match, stderr[-3000:]
+    return match.group(1)
+
+
+def test_gpu_job_on_vertex_and_on_legacy_streams_logs_to_succeeded_with_artifacts(cloud):
+    vertex = cloud.start("train", "--gpus", "2", "--tier", "CUSTOM", "--stream-logs", "--package-path", TRAINER,
+                         "--", "--dry-run")
+    vertex.wait_for("accepted")  # staged (after the pre-flight): the legacy job finds the package there
+    legacy = cloud.start("train", "--gpus", "2", "--tier", "CUSTOM", "--stream-logs", "--api", "legacy",
+                         "--package-path", TRAINER, "--", "--dry-run")
+    on_vertex, on_legacy = vertex.finish(), legacy.finish()
+
+    assert on_vertex.code == 0, on_vertex.stderr[-3000:]
+    assert "workerpool0-0 | mlsubmit trainer dry run finished" in on_vertex.stdout
+    assert "service       | Job completed successfully." in on_vertex.stdout
+    assert re.search(r"job \d+ \(trainer_\d{8}_\d{6}_[0-9a-f]{6}\) accepted", on_vertex.stderr)
+    assert "(uploaded, " in on_vertex.stderr and "SUCCEEDED" in on_vertex.stderr
+    cloud.assert_artifacts(job_dir_of(on_vertex.stderr))
+
+    assert on_legacy.code == 0, on_legacy.stderr[-3000:]
+    assert "master-replica-0 | mlsubmit trainer dry run finished" in on_legacy.stdout
+    assert "(already staged, 0 bytes sent)" in on_legacy.stderr  # one upload per content hash
+    cloud.assert_artifacts(job_dir_of(on_legacy.stderr))
+
+    (created,) = cloud.vertex_jobs()
+    pool = created["jobSpec"]["workerPoolSpecs"][0]
+    assert pool["machineSpec"] == {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
+                                   "acceleratorCount": 2}
+    (legacy_job,) = cloud.legacy_jobs()
+    assert legacy_job["trainingInput"]["masterConfig"]["acceleratorConfig"] == {"count": "2",
+                                                                                "type": "NVIDIA_TESLA_T4"}
+    assert legacy_job["state"] == "SUCCEEDED"
+
+
+def test_chief_and_worker_cluster_job_shows_both_replicas_and_writes_artifacts(cloud):
+    run = cloud.run("train", "--machine-type", "n1-standard-4", "--workers", "1", "--package-path", TRAINER,
+                    "--skip-preflight", "--", "--dry-run")
+    assert run.code == 0, run.stderr[-3000:]
+    assert "workerpool0-0 | chief-0: 2 machines: synchronous multi-worker" in run.stdout
+    assert "workerpool1-0 | worker-0: 2 machines: synchronous multi-worker" in run.stdout
+    manifest = cloud.assert_artifacts(job_dir_of(run.stderr))
+    assert manifest["files"]
+    (job,) = cloud.vertex_jobs()
+    assert [p["replicaCount"] for p in job["jobSpec"]["workerPoolSpecs"]] == ["1", "1"]
+    assert job["state"] == "JOB_STATE_SUCCEEDED"
