@@ -130,17 +130,23 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
 
 def stage(submission: Submission, *, check: bool = True, retry: Any = None, show_progress: bool = False,
           say: Callable[[str], None] = lambda text: None) -> Any:
-    """Build the sdist and put it at its content-addressed URI, unless that object is already there (then no
-    pre-flight and no upload). Returns mlsubmit.packaging.StagedPackage."""
+    """Build the sdist and put it at its content-addressed URI, unless that object is already there: then nothing
+    is built, pre-flighted or sent (its name holds the sha256 of its bytes; its size is checked).
+    Returns mlsubmit.packaging.StagedPackage."""
     from mlsubmit import packaging, storage
 
     planned = submission.package
-    already = storage.stat(planned.uri, retry=retry) is not None
-    if not already and check:
+    found = storage.stat(planned.uri, retry=retry)
+    if found is not None:
+        if found.size != planned.size:
+            raise OperationFailed(f"{planned.uri} holds {found.size:,} bytes, not the {planned.size:,} of the package "
+                                  "whose sha256 names it", hint="delete the stale object and submit again")
+        return packaging.StagedPackage(planned.uri, planned.sha256, uploaded=False, bytes_sent=0)
+    if check:
         say(f"checking {planned.plan.filename} installs offline in a fresh venv (once per content hash)")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-        result = packaging.package_plan(planned.plan, dist_dir=dist, check=check and not already,
-                                        stage_to=submission.staging, retry=retry, show_progress=show_progress)
+        result = packaging.package_plan(planned.plan, dist_dir=dist, check=check, stage_to=submission.staging,
+                                        retry=retry, show_progress=show_progress)
     staged = result.staged
     if staged.uri != planned.uri:
         raise OperationFailed(f"the package changed while it was being submitted (sha256 {staged.sha256[:12]}…, "
