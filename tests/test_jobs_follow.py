@@ -1,10 +1,15 @@
-"""Following jobs as they run: every replica's lines once and in order across pages of entries.list; Ctrl-C
-(SIGINT to the CLI process) detaches promptly while the job keeps running, and `jobs logs --follow` reattaches."""
+"""Following jobs as they run: every replica's lines once and in order across pages of entries.list; a live status
+line on a terminal that never swallows piped stdout; Ctrl-C (SIGINT to the CLI process) detaches promptly while
+the job keeps running, and `jobs logs --follow` reattaches."""
 
 from __future__ import annotations
 
+import os
+import pty
 import re
 import signal
+import subprocess
+import threading
 import time
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
@@ -42,3 +47,33 @@ def test_ctrl_c_detaches_promptly_and_the_job_runs_on_to_success(cloud, task_pro
         [f"workerpool0-0 | line {i} of chief-0" for i in range(3)]
     assert f"job {job_id} SUCCEEDED" in again.stderr
     assert cloud.vertex_jobs()[0]["state"] == "JOB_STATE_SUCCEEDED"
+
+
+def test_a_terminal_gets_a_live_status_line_while_piped_stdout_gets_every_log_line(cloud, task_project):
+    controller, terminal = pty.openpty()
+    shown: list[bytes] = []
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    run = subprocess.run(cloud.command("train", "--job-name", "on-a-terminal", "--package-path", task_project, *TASK,
+                                       "--", "--lines", "2", "--sleep", "2"),
+                         stdout=subprocess.PIPE, stderr=terminal, text=True, env=cloud.env, timeout=120)
+    os.close(terminal)
+    reader.join(timeout=5)
+    os.close(controller)
+    screen = b"".join(shown).decode(errors="replace")
+    assert run.returncode == 0, screen[-2000:]
+    assert re.search(r"job \d+ \x1b\[1mRUNNING\x1b\[0m · \d+s · no new logs · Ctrl-C detaches", screen), screen[-2000:]
+    assert [line for line in run.stdout.splitlines() if " line " in line] == \
+        [f"workerpool0-0 | line {i} of chief-0" for i in range(2)]
+    assert "Job completed successfully." in run.stdout and "SUCCEEDED" in screen

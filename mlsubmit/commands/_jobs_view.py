@@ -144,10 +144,11 @@ def status_json(status: Any, **extra: Any) -> dict[str, Any]:
 
 
 class LogPrinter:
-    """Log entries as `task | text` on stdout (a colour per task on a terminal), or JSON lines."""
+    """Log entries as `task | text` lines (a colour per task on a terminal), or JSON lines, handed to `write`."""
 
-    def __init__(self, output: str = "table"):
+    def __init__(self, output: str = "table", write: Any = None):
         self.output = output
+        self.write = write or _write_stdout
         self.colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         self.colours: dict[str, str] = {}
         self.width = 0
@@ -166,49 +167,71 @@ class LogPrinter:
                 prefix = typer.style(prefix, fg=colour)
             lines.extend(f"{prefix} {text}" for text in entry.text.splitlines() or [""])
         if lines:
-            sys.stdout.write("\n".join(lines) + "\n")
-            sys.stdout.flush()
+            self.write(lines)
+
+
+def _write_stdout(lines: list[str]) -> None:
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
 
 
 class _StatusText:
     """The live status line's text, rendered afresh (elapsed time) every time the spinner redraws."""
 
-    def __init__(self) -> None:
-        self.status: Any = None
+    def __init__(self, status: Any) -> None:
+        self.status = status
         self.lines = 0
         self.started = time.monotonic()
 
-    def __rich__(self) -> str:
-        if self.status is None:
-            return "submitting…"
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
         status = self.status
         since = duration(status.start_time) if status.start_time else f"{int(time.monotonic() - self.started)}s"
         waiting = "waiting for logs" if not self.lines else "no new logs"
-        return f"job {status.job_id} [bold]{status.state}[/] · {since} · {waiting} · Ctrl-C detaches"
+        return Text.assemble(f"job {status.job_id} ", (status.state, "bold"),
+                             f" · {since} · {waiting} · Ctrl-C detaches")
 
 
 class StatusLine:
-    """A live status line on stderr while following (a terminal), else one stderr line per state change."""
+    """A live status line at the bottom of the terminal while following (stderr is a terminal), else one stderr
+    line per state change. Log lines bound for the same terminal are printed above the live line; stdout that
+    goes elsewhere (a pipe, a file) gets them untouched."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: Any) -> None:
         self.live = sys.stderr.isatty()
-        self.text = _StatusText()
+        self.text = _StatusText(status)
         self.last_state: str | None = None
-        self._status: Any = None
+        self._live: Any = None
 
     def __enter__(self) -> "StatusLine":
         if self.live:
-            self._status = _console(stderr=True).status(self.text)
-            self._status.__enter__()
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            # No redirection: rich would send whatever reaches sys.stdout to the terminal, even when stdout is piped.
+            self._live = Live(Spinner("dots", self.text, style="green"), console=_console(stderr=True),
+                              refresh_per_second=8, transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._status is not None:
-            self._status.__exit__(*exc)
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def write(self, lines: list[str]) -> None:
+        """Log lines: above the live line when stdout is that terminal, else straight to stdout."""
+        if self._live is not None and sys.stdout.isatty():
+            from rich.text import Text
+
+            self._live.console.print(Text.from_ansi("\n".join(lines)), soft_wrap=True, highlight=False,
+                                     markup=False)
+        else:
+            _write_stdout(lines)
 
     def update(self, status: Any) -> None:
         self.text.status = status
-        if not self.live and status.state != self.last_state:
+        if self._live is None and status.state != self.last_state:
             typer.echo(f"job {status.job_id}: {status.state}", err=True)
         self.last_state = status.state
 
@@ -216,7 +239,11 @@ class StatusLine:
         self.text.lines += count
 
     def warn(self, text: str) -> None:
-        typer.secho(f"warning: {text}", fg="yellow", err=True)
+        if self._live is not None:
+            self._live.console.print(f"warning: {text}", style="yellow", soft_wrap=True, highlight=False,
+                                     markup=False)
+        else:
+            typer.secho(f"warning: {text}", fg="yellow", err=True)
 
 
 def reattach(status: Any, settings: Any) -> str:
@@ -246,9 +273,9 @@ def follow(backend: Any, status: Any, *, settings: Any, logs: bool, task: str | 
 
     policy = following.PollPolicy.from_env(timeout)
     finder = following.TracebackFinder()
-    printer = LogPrinter(output)
     try:
-        with StatusLine() as line:
+        with StatusLine(status) as line:
+            printer = LogPrinter(output, write=line.write)
             if announced:
                 line.last_state = status.state  # the state was said already (e.g. when the job was accepted)
             if not logs:
