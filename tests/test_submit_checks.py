@@ -51,6 +51,7 @@ def test_dry_run_for_legacy_prints_the_ml_v1_job(cloud):
     (("--staging-bucket", "s3://elsewhere"), {}, "invalid value for --staging-bucket"),
     (("--wait", "--async"), {}, "received --wait and --async; expected at most one"),
     (("--package-path", "no-such-dir"), {}, "no-such-dir"),
+    (("--local", "--dry-run"), {}, "invalid options for --local: --dry-run apply to cloud jobs only"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_is_sent(cloud, args, env, says):
     run = cloud.run("train", *args, "--", "--dry-run", **env)
