@@ -55,8 +55,8 @@ def test_list_describe_logs_wait_and_cancel_with_json(cloud, task_project, api):
 
     impatient = cloud.run("jobs", "wait", slow, *api_flag, "--timeout", "1s")
     assert impatient.code == 1
-    assert re.search(rf"stopped waiting after 1 s: the job {slow} is still (QUEUED|PREPARING|RUNNING) and keeps running",
-                     impatient.stderr), impatient.stderr
+    still = rf"stopped waiting after 1 s: the job {slow} is still (QUEUED|PREPARING|RUNNING) and keeps running"
+    assert re.search(still, impatient.stderr), impatient.stderr
     cancelled = cloud.json("jobs", "cancel", slow, *api_flag)
     assert cancelled["job_id"] == slow and cancelled["state"] in ("CANCELLING", "CANCELLED")
     after = cloud.run("jobs", "wait", slow, *api_flag)

@@ -73,7 +73,8 @@ def test_a_terminal_gets_a_live_status_line_while_piped_stdout_gets_every_log_li
     os.close(controller)
     screen = b"".join(shown).decode(errors="replace")
     assert run.returncode == 0, screen[-2000:]
-    assert re.search(r"job \d+ \x1b\[1mRUNNING\x1b\[0m · \d+s · no new logs · Ctrl-C detaches", screen), screen[-2000:]
+    live = r"job \d+ \x1b\[1mRUNNING\x1b\[0m · \d+s · no new logs · Ctrl-C detaches"
+    assert re.search(live, screen), screen[-2000:]
     assert [line for line in run.stdout.splitlines() if " line " in line] == \
         [f"workerpool0-0 | line {i} of chief-0" for i in range(2)]
     assert "Job completed successfully." in run.stdout and "SUCCEEDED" in screen
