@@ -97,7 +97,7 @@ def describe(status: Any, console_url: str | None) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
-    noun = "Vertex AI custom job" if status.api == "vertex" else "AI Platform job (legacy)"
+    noun = "Vertex AI custom job" if status.api == "vertex" else "legacy AI Platform job"
     rows = [("job", f"{status.job_id} ({noun})"), ("name", status.name)]
     if status.display_name and status.display_name != status.job_id:
         rows.append(("display name", status.display_name))
