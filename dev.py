@@ -3,7 +3,8 @@
 
 Each works on a fresh clone with only Python >= 3.10 and pip: it creates `.venv/` beside this file (unless a
 virtual environment is already active), installs the project with its test extra there (again only when
-pyproject.toml changed), then runs the local job or the whole test suite.
+pyproject.toml changed), then runs the main job (examples/digits_job.py: a two-replica local cluster trains on the
+digits data, then `mlsubmit predict` scores the model) or the whole test suite.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "test":
         cmd = [str(python), "-m", "pytest", *argv[1:]]
     else:
-        cmd = [str(python), "-m", "trainer.task", "--dry-run", *argv[1:]]
+        cmd = [str(python), str(ROOT / "examples" / "digits_job.py"), *argv[1:]]
     return subprocess.call(cmd, cwd=ROOT, env=env)
 
 

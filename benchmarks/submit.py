@@ -11,7 +11,7 @@ time only, create with a request id), and the Python API (`mlsubmit.submit`) for
 Both submit the bundled trainer (26 files) to a `mlsubmit emulator` this script starts (with its own
 fake-gcs-server); every accepted job is cancelled at once, untimed, so no training competes for the CPU.
 
-    /tmp/probe/bin/python benchmarks/submit.py [--jobs 50] [--repeats 3]
+    .venv/bin/python benchmarks/submit.py [--jobs 50] [--repeats 3]
 
 Prints: first submission (nothing staged yet), resubmission of an unchanged package (median), N submissions
 in a row (a sweep), each beside the baseline with the ratio, and the bytes each sends.

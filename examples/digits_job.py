@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's main job: a two-replica local cluster trains on real data and leaves a trained model.
+"""The README's main job: a two-replica local cluster trains on real data, then `mlsubmit predict` scores the model.
 
 It writes scikit-learn's 8×8 handwritten digits (1,797 images, 10 classes) in the keras.datasets .npz format,
 then runs the job the way Vertex AI would — the trainer's sdist installed into an isolated venv, a chief and one
@@ -7,8 +7,13 @@ worker on 127.0.0.1 training synchronously (MultiWorkerMirroredStrategy) — wit
 
     mlsubmit train --local --workers 1 --job-dir JOB_DIR -- --data DIGITS.npz --model dense …
 
-and exits with mlsubmit's exit code. The artifacts land in JOB_DIR (default jobs/digits): model/model.keras,
-model.h5, saved_model/, metrics.json, history.json, history.png, MANIFEST.json.
+The artifacts land in JOB_DIR (default jobs/digits): model/model.keras, model.h5, saved_model/, metrics.json,
+history.json, history.png, MANIFEST.json. Then the downstream step reads that job dir as any consumer would
+(manifest verified, safe-mode load) and scores the held-out test images:
+
+    mlsubmit predict JOB_DIR --input DIGITS.npz --labels y_test --output JOB_DIR-predictions.csv
+
+It exits with the first non-zero exit code of the two, else 0.
 
     python examples/digits_job.py [--job-dir jobs/digits] [--epochs 20] [-- more trainer flags]
 """
@@ -50,6 +55,15 @@ def main(argv: list[str]) -> int:
     command = ["train", "--local", "--workers", "1", "--package-path", str(ROOT / "trainer"), "--job-dir",
                args.job_dir, "--", "--data", str(data), "--model", "dense", "--epochs", args.epochs, "--batch-size",
                "32", "--learning-rate", "0.003", *extra]
+    trained = _mlsubmit(command)
+    if trained != 0:
+        return trained
+    job_dir = args.job_dir.rstrip("/")
+    return _mlsubmit(["predict", job_dir, "--input", str(data), "--labels", "y_test", "--output",
+                      f"{job_dir}-predictions.csv"])
+
+
+def _mlsubmit(command: list[str]) -> int:
     print("$ mlsubmit", " ".join(command), flush=True)
     return subprocess.call([sys.executable, "-m", "mlsubmit", *command])
 

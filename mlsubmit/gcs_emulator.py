@@ -83,25 +83,27 @@ class GcsEmulator:
 
     def create_bucket(self, name: str) -> None:
         """Create a bucket through the JSON API (no client library import needed)."""
-        import json
-
-        req = urllib.request.Request(
-            f"{self.endpoint}/storage/v1/b?project=local-project",
-            data=json.dumps({"name": name}).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            urllib.request.urlopen(req, timeout=5).close()
-        except urllib.error.HTTPError as err:
-            if err.code != 409:  # already exists is fine
-                raise
+        create_bucket(self.endpoint, name)
 
     def __enter__(self) -> "GcsEmulator":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def create_bucket(endpoint: str, name: str) -> None:
+    """Create bucket `name` in the Cloud Storage emulator at `endpoint` (one that already exists is fine)."""
+    import json
+
+    req = urllib.request.Request(f"{endpoint}/storage/v1/b?project=local-project",
+                                 data=json.dumps({"name": name}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        urllib.request.urlopen(req, timeout=5).close()
+    except urllib.error.HTTPError as err:
+        if err.code != 409:  # already exists is fine
+            raise
 
 
 def storage_client(project: str | None = None):

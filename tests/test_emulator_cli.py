@@ -3,12 +3,14 @@ stop on Ctrl-C, and one-line errors (exit 2) for bad flags."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from typer.testing import CliRunner
@@ -27,7 +29,8 @@ def test_it_starts_its_own_gcs_emulator_prints_the_variables_and_stops_on_ctrl_c
     out = tmp_path / "out.txt"
     with open(out, "w") as handle:
         process = subprocess.Popen([sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet",
-                                    "--data-dir", str(tmp_path / "data")], stdout=handle, stderr=subprocess.STDOUT,
+                                    "--data-dir", str(tmp_path / "data"), "--bucket", "gs://demo-bucket",
+                                    "--bucket", "demo-bucket"], stdout=handle, stderr=subprocess.STDOUT,
                                    cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
@@ -40,6 +43,9 @@ def test_it_starts_its_own_gcs_emulator_prints_the_variables_and_stops_on_ctrl_c
         assert f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM={endpoint}/" in text
         assert "fake-gcs-server started by mlsubmit" in text and "kept in" in text
         assert _listening(endpoint) and _listening(gcs)
+        assert "bucket(s) gs://demo-bucket\n" in text  # created once, ready for --staging-bucket gs://demo-bucket
+        with urllib.request.urlopen(f"{gcs}/storage/v1/b/demo-bucket", timeout=5) as answer:
+            assert json.load(answer)["name"] == "demo-bucket"
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
         assert not _listening(endpoint) and not _listening(gcs)
@@ -54,6 +60,7 @@ def test_it_starts_its_own_gcs_emulator_prints_the_variables_and_stops_on_ctrl_c
     (["--gcs-endpoint", "ftp://x"], "--gcs-endpoint"),
     (["--gcs-endpoint", "http://127.0.0.1:1"], "nothing answers at http://127.0.0.1:1"),
     (["--max-running", "0"], "--max-running"),
+    (["--bucket", "Bad_Bucket!"], "invalid value for --bucket: received 'Bad_Bucket!'; expected a bucket name"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(args, says):
     result = CliRunner().invoke(app, ["emulator", *args])

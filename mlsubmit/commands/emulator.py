@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -14,6 +15,7 @@ from mlsubmit.errors import UsageError, invalid_value
 
 DEFAULT_PORT = 8090
 _APIS = "Vertex AI v1 customJobs, AI Platform v1 jobs, Cloud Logging v2 entries"
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")  # Cloud Storage's bucket names (up to 63 characters)
 
 
 def _port(value: int, flag: str) -> int:
@@ -39,9 +41,19 @@ def _check_gcs_endpoint(url: str) -> str:
     return url
 
 
-def _say_ready(endpoint: str, gcs: str, started_gcs: bool, data_dir: Optional[str], max_running: int) -> None:
+def _bucket(value: str) -> str:
+    name = value.removeprefix("gs://").rstrip("/")
+    if not _BUCKET_NAME.match(name):
+        raise invalid_value("--bucket", value, "a bucket name: 3-63 lower-case letters, digits, '-', '_' or '.', "
+                            "starting and ending with a letter or digit", hint="for example --bucket my-bucket")
+    return name
+
+
+def _say_ready(endpoint: str, gcs: str, started_gcs: bool, data_dir: Optional[str], max_running: int,
+               buckets: tuple[str, ...] = ()) -> None:
     typer.echo(f"Training-service emulator on {endpoint} ({_APIS})")
-    typer.echo(f"Cloud Storage: {gcs}" + (" (fake-gcs-server started by mlsubmit, in memory)" if started_gcs else ""))
+    typer.echo(f"Cloud Storage: {gcs}" + (" (fake-gcs-server started by mlsubmit, in memory)" if started_gcs else "")
+               + (f"; bucket(s) {', '.join(f'gs://{b}' for b in buckets)}" if buckets else ""))
     typer.echo(f"Jobs and logs: {'kept in ' + data_dir if data_dir else 'in memory (--data-dir DIR keeps them)'}; "
                f"at most {max_running} job(s) run at once, the rest queue")
     typer.echo("Use it from a shell:")
@@ -70,6 +82,10 @@ def emulator_command(
         help="Keep jobs and logs here so they survive a restart. Default: in memory.")] = None,
     max_running: Annotated[int, typer.Option("--max-running", metavar="N",
                                              help="Jobs that prepare or run at once; the rest queue.")] = 2,
+    bucket: Annotated[Optional[List[str]], typer.Option(
+        "--bucket", metavar="NAME", show_default=False,
+        help="Create this bucket in the Cloud Storage emulator on start (repeatable), e.g. for --staging-bucket "
+             "gs://NAME.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="Do not log each request on stderr.")] = False,
 ) -> None:
     """Serve a local emulator of the training service — Vertex AI custom jobs, legacy AI Platform jobs and their
@@ -80,11 +96,12 @@ def emulator_command(
                          hint="--gcs-port starts a Cloud Storage emulator, --gcs-endpoint uses a running one")
     if max_running < 1:
         raise invalid_value("--max-running", max_running, "a whole number >= 1")
+    buckets = tuple(dict.fromkeys(_bucket(name) for name in bucket or ()))
     from mlsubmit.emulator.serve import serve
 
     gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
     serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
-          data_dir=data_dir, max_running=max_running, ready=_say_ready, log_requests=not quiet)
+          data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet)
 
 
 def register(app: typer.Typer) -> None:

@@ -35,9 +35,10 @@ def _check_data_dir(data_dir: str | None) -> None:
 
 
 def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str | None, max_running: int,
-          ready: Callable[[str, str, bool, str | None, int], None], log_requests: bool = True) -> None:
-    """Serve until KeyboardInterrupt or SIGTERM; `ready(endpoint, gcs, started_gcs, data_dir, max_running)` once
-    listening. Requests are logged on stderr (method, path, status; never headers or query strings)."""
+          ready: Callable[..., None], buckets: tuple[str, ...] = (), log_requests: bool = True) -> None:
+    """Serve until KeyboardInterrupt or SIGTERM; `ready(endpoint, gcs, started_gcs, data_dir, max_running, buckets)`
+    once listening, after `buckets` were created in the Cloud Storage emulator. Requests are logged on stderr
+    (method, path, status; never headers or query strings)."""
     _check_data_dir(data_dir)
     gcs = None
     if gcs_endpoint is None:
@@ -50,6 +51,7 @@ def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str |
                              hint="pick another --gcs-port, or pass --gcs-endpoint URL") from None
         gcs_endpoint = gcs.endpoint
     try:
+        _create_buckets(gcs_endpoint, buckets)
         from mlsubmit.emulator.app import Emulator
 
         try:
@@ -62,11 +64,24 @@ def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str |
             raise
         os.environ["STORAGE_EMULATOR_HOST"] = gcs_endpoint  # package look-ups and downloads go there
         os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "local-project")
-        _serve(emulator, ready=lambda: ready(emulator.endpoint, gcs_endpoint, gcs is not None, data_dir, max_running),
-               log_requests=log_requests)
+        _serve(emulator, ready=lambda: ready(emulator.endpoint, gcs_endpoint, gcs is not None, data_dir, max_running,
+                                             buckets), log_requests=log_requests)
     finally:
         if gcs is not None:
             gcs.stop()
+
+
+def _create_buckets(gcs_endpoint: str, buckets: tuple[str, ...]) -> None:
+    import urllib.error
+
+    from mlsubmit.gcs_emulator import create_bucket
+
+    for name in buckets:
+        try:
+            create_bucket(gcs_endpoint, name)
+        except (urllib.error.URLError, OSError) as err:
+            raise invalid_value("--bucket", name, "a bucket the Cloud Storage emulator can create",
+                                hint=f"{gcs_endpoint} answered: {getattr(err, 'reason', err)}") from None
 
 
 def _serve(emulator, *, ready: Callable[[], None], log_requests: bool) -> None:
