@@ -46,6 +46,7 @@ def test_dry_run_for_legacy_prints_the_ml_v1_job(cloud):
     (("--job-dir", "/tmp/out"), {}, "invalid value for --job-dir: received '/tmp/out'"),
     (("--gpus", "3", "--machine-type", "n1-standard-4"), {}, "cannot carry 3 NVIDIA_TESLA_T4"),
     ((), {"MLSUBMIT_PROJECT": ""}, "no project set for the cloud job; pass --project PROJECT"),
+    (("--gpus", "3", "--machine-type", "n1-standard-4"), {"MLSUBMIT_PROJECT": ""}, "cannot carry 3"),  # spec first
     ((), {"MLSUBMIT_REGION": ""}, "no region set for the cloud job; pass --region REGION"),
     ((), {"MLSUBMIT_STAGING_BUCKET": ""}, "no staging bucket set for the cloud job; pass --staging-bucket"),
     (("--staging-bucket", "s3://elsewhere"), {}, "invalid value for --staging-bucket"),

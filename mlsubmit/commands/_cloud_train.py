@@ -79,8 +79,10 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
 
     mode = _mode(cloud_flags)
     region = spec_flags.get("region") or _yaml_region(spec_flags.get("config"))
-    settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"))
+    settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"),
+                           need=("region",))
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
+    settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
     submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path)
     for note in [*notes, *submission.notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
