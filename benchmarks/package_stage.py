@@ -6,7 +6,7 @@ submission): `python setup.py sdist` in a subprocess, then an upload of the resu
 under a fresh job prefix. Ours: `build_sdist` in-process + `stage` (content-addressed, create-only,
 verified). Both run against a fake-gcs-server this script starts, on a copy of the trainer and setup.py.
 
-    /tmp/probe/bin/python benchmarks/package_stage.py [--repeats 5]
+    .venv/bin/python benchmarks/package_stage.py [--repeats 5]
 
 Prints the median time of each, the ratio, the bytes sent when the unchanged package is staged again, whether
 repeated builds give identical bytes, and (for information) what the offline install pre-flight costs.

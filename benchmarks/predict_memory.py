@@ -7,7 +7,7 @@ same job dirs (manifest verified, streamed in batches, CSV written atomically). 
 reports its own peak RSS (VmHWM: ru_maxrss would include this parent's memory at fork); TensorFlow's own ~0.7 GB
 is in both.
 
-    /tmp/probe/bin/python benchmarks/predict_memory.py [--rows 25000 100000] [--batch-size auto]
+    .venv/bin/python benchmarks/predict_memory.py [--rows 25000 100000] [--batch-size auto]
 
 Prints wall time and peak RSS for each input size, the ratios, and the largest difference between the two
 outputs' probabilities.
