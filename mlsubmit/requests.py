@@ -32,7 +32,6 @@ _UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
 _WHY = {"hyperparameters": "hyperparameter tuning is not part of a JobSpec",
         "imageUri": "custom containers are not supported: mlsubmit runs a Python package",
         "containerSpec": "custom containers are not supported: mlsubmit runs a Python package",
-        "env": "environment variables are not part of a JobSpec",
         "diskSpec": "mlsubmit uses the default boot disk", "diskConfig": "mlsubmit uses the default boot disk",
         "pythonVersion": "the runtime or executor image fixes the Python version"}
 
@@ -40,6 +39,7 @@ _WHY = {"hyperparameters": "hyperparameter tuning is not part of a JobSpec",
 # -- forward: legacy AI Platform -------------------------------------------------------------------------------
 def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     """The `trainingInput` of a legacy Job (ml.v1 GoogleCloudMlV1__TrainingInput)."""
+    reject_env_for_legacy(spec)
     document: dict[str, Any] = {"scaleTier": spec.tier}
     for role, pool in spec.pools.items():
         _legacy_accelerator(role, pool)
@@ -64,6 +64,14 @@ def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     if spec.timeout:
         document["scheduling"] = {"maxRunningTime": spec.timeout}
     return document
+
+
+def reject_env_for_legacy(spec: JobSpec) -> None:
+    """Legacy AI Platform has no environment variables for a Python package: --env is one line, exit 2."""
+    if spec.env:
+        raise UsageError(f"invalid option for legacy AI Platform: --env {spec.env[0][0]}=…; a legacy job sets no "
+                         "environment variables for its Python package, so the trainer would not see them",
+                         hint="drop --env, or use --api vertex (pythonPackageSpec.env)")
 
 
 def legacy_config(spec: JobSpec) -> dict[str, Any]:
@@ -180,11 +188,10 @@ def _python_package(spec: JobSpec, gpu: bool) -> dict[str, Any]:
     if spec.package_uris:
         package["packageUris"] = list(spec.package_uris)
     package["pythonModule"] = spec.python_module
-    args = list(spec.args)
-    if spec.job_dir and not any(a == "--job-dir" or a.startswith("--job-dir=") for a in args):
-        args.append(f"--job-dir={spec.job_dir}")  # legacy passed jobDir this way; the trainer reads it
-    if args:
-        package["args"] = args
+    if spec.args:  # exactly the user's: Vertex AI adds nothing (the job dir reaches the program as AIP_*)
+        package["args"] = list(spec.args)
+    if spec.env:
+        package["env"] = [{"name": key, "value": value} for key, value in spec.env]
     return package
 
 
@@ -285,9 +292,10 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         roles["chief"] = RoleDraft(count=chief.count, machine_type=machines.DEFAULT_CPU_MACHINE)
     package = pools[0].get("pythonPackageSpec") or {}
     notes += _unmapped(package, f"{prefix}workerPoolSpecs[0].pythonPackageSpec.",
-                       {"executorImageUri", "packageUris", "pythonModule", "args"})
+                       {"executorImageUri", "packageUris", "pythonModule", "args", "env"})
     job_dir = (document.get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    args = [a for a in package.get("args") or () if not (job_dir and a == f"--job-dir={job_dir}")]
+    args = list(package.get("args") or ())
+    env = tuple((str(e.get("name", "")), str(e.get("value", ""))) for e in package.get("env") or ()) or None
     scheduling = document.get("scheduling") or {}
     notes += _unmapped(document, prefix, {"workerPoolSpecs", "baseOutputDirectory", "scheduling"})
     notes += _unmapped(scheduling, f"{prefix}scheduling.", {"timeout"})
@@ -296,7 +304,7 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         tier="CUSTOM", **roles, runtime_version=runtime, executor_image=None if runtime else image,
         python_module=package.get("pythonModule"), args=tuple(args), job_dir=job_dir, job_name=job_name,
         labels=_labels(labels), package_uris=_tuple(package.get("packageUris")),
-        max_runtime=scheduling.get("timeout"), names=names)
+        max_runtime=scheduling.get("timeout"), env=env, names=names)
     return draft, notes
 
 

@@ -30,7 +30,7 @@ class Member:
 
 def _keras():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
-    from trainer.kerasmod import get_keras
+    from mlsubmit_runtime.kerasmod import get_keras
 
     return get_keras()
 
