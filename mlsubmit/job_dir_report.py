@@ -32,13 +32,18 @@ def describe(job_dir: str | None, *, api: str = "vertex") -> str:
     files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
     if not files:
         return f"{what}: {job_dir}/ — nothing was written there"
-    listed = _manifest_files(root / MANIFEST) if (root / MANIFEST).is_file() else None
-    if (root / MANIFEST).is_file():
-        return f"{what}: {job_dir}/ — {len(files)} files; MANIFEST.json " + (
-            f"lists {listed} of them (complete: mlsubmit predict {job_dir})" if listed is not None else
-            "is not a readable manifest")
-    return f"{what}: {job_dir}/ — {len(files)} files, no MANIFEST.json (mlsubmit predict needs one: " \
-           "mlsubmit_runtime.artifacts.publish_dir writes it)"
+    manifests = sorted(root.rglob(MANIFEST), key=lambda path: (len(path.parts), path))
+    if not manifests:
+        return f"{what}: {job_dir}/ — {len(files)} files, no MANIFEST.json (mlsubmit predict needs one: " \
+               "mlsubmit_runtime.artifacts.publish_dir writes it)"
+    manifest = manifests[0]  # the shallowest: the job dir's own, or AIP_MODEL_DIR's (model/)
+    where = manifest.parent.relative_to(root).as_posix()
+    named = "MANIFEST.json" if where == "." else f"{where}/MANIFEST.json"
+    listed = _manifest_files(manifest)
+    if listed is None:
+        return f"{what}: {job_dir}/ — {len(files)} files; {named} is not a readable manifest"
+    return f"{what}: {job_dir}/ — {len(files)} files; {named} lists {listed} of them (complete: mlsubmit " \
+           f"predict {manifest.parent})"
 
 
 def _remote_manifest(job_dir: str) -> str:
