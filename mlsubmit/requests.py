@@ -71,7 +71,7 @@ def reject_env_for_legacy(spec: JobSpec) -> None:
     if spec.env:
         raise UsageError(f"invalid option for legacy AI Platform: --env {spec.env[0][0]}=…; a legacy job sets no "
                          "environment variables for its Python package, so the trainer would not see them",
-                         hint="drop --env, or use --api vertex (pythonPackageSpec.env)")
+                         hint="drop --env, or submit to Vertex AI (pythonPackageSpec.env)")
 
 
 def legacy_config(spec: JobSpec) -> dict[str, Any]:
