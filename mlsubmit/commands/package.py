@@ -12,10 +12,14 @@ from mlsubmit.errors import did_you_mean, invalid_value
 _OUTPUTS = ("text", "json")
 
 
-def _warn_secrets(excluded) -> None:
+def _warn_excluded(excluded) -> None:
     for item in excluded:
-        typer.secho(f"warning: left out {item.path}: {item.reason} (credentials never go into a package)",
-                    fg="yellow", err=True)
+        typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
+
+
+def _excluded_json(excluded) -> dict:
+    return {f"excluded_{kind}": [{"path": e.path, "reason": e.reason} for e in excluded if e.kind == name]
+            for kind, name in (("secrets", "credential"), ("links", "link"))}
 
 
 def _render_dry_run(result, output: str) -> None:
@@ -29,7 +33,7 @@ def _render_dry_run(result, output: str) -> None:
             "size": result.size, "total_size": sum(size for _, size, _ in listing),
             "files": [{"path": path, "size": size, "generated": gen} for path, size, gen in listing],
             "skipped": [{"path": s.path, "reason": s.reason} for s in plan.skipped],
-            "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in plan.excluded_secrets]}))
+            **_excluded_json(plan.excluded)}))
         return
     total = sum(size for _, size, _ in listing)
     typer.echo(f"{plan.filename} would hold {len(listing)} files, {total:,} bytes before compression:")
@@ -52,7 +56,7 @@ def _render(result, output: str) -> None:
             "bytes_sent": staged.bytes_sent if staged else 0,
             "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
                           if checked else "skipped"),
-            "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
+            **_excluded_json(sdist.excluded)}))
         return
     typer.echo(f"built     {sdist.path} ({len(sdist.files)} files, {sdist.size:,} bytes)")
     typer.echo(f"sha256    {sdist.sha256}")
@@ -95,7 +99,7 @@ def package_command(
 
     if dry_run:
         planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to)
-        _warn_secrets(planned.plan.excluded_secrets)
+        _warn_excluded(planned.plan.excluded)
         _render_dry_run(planned, output)
         return
     from mlsubmit.storage import RetryPolicy
@@ -104,7 +108,7 @@ def package_command(
     if stage_to is not None:
         packaging.check_destination(stage_to)
     plan = packaging.plan_sdist(package_path, setup_py)
-    _warn_secrets(plan.excluded_secrets)
+    _warn_excluded(plan.excluded)
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
                                     stage_to=stage_to, retry=retry, show_progress=True)
     _render(result, output)

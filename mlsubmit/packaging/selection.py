@@ -1,0 +1,174 @@
+"""The walk that decides which files of a package directory enter its sdist.
+
+Nothing outside the package directory ever goes in: a symbolic link is followed only when it resolves inside
+the package (its files go in under the link's name); a link that points outside is left out and named in a
+warning. A link that never resolves (a loop) or that points back to one of its own parent directories, and a
+file or directory that cannot be read, stop the build with one line: a package is never built with silently
+missing files. Then the ignore rules (`ignore.py`) and the credential filter (`credentials.py`, by name and by
+the whole content of every file) decide; no ignore file can let a credential in.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsubmit.errors import UsageError
+from mlsubmit.packaging.credentials import content_reason, name_reason
+from mlsubmit.packaging.ignore import IgnoreFile, Skipped, always_excluded, ignore_root, ignored_by, load_dir
+
+_LEAVE_OUT = "or leave it out with a line in .mlsubmitignore"
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """One file of the package: its path relative to the package's parent (`trainer/task.py`) and the real file
+    (links resolved, always inside the package directory) its bytes come from."""
+
+    path: str
+    source: Path
+    size: int
+    executable: bool
+    signature: tuple[int, ...] = ()  # device, inode, size and mtime when its content was scanned
+
+
+def signature(info: os.stat_result) -> tuple[int, ...]:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+@dataclass(frozen=True)
+class ExcludedFile:
+    """A file or link kept out of the package with a warning: a credential, or a link that leaves the package."""
+
+    path: str
+    reason: str
+    kind: str = "credential"  # or "link"
+
+    def warning(self) -> str:
+        why = ("credentials never go into a package" if self.kind == "credential"
+               else "nothing outside the package directory goes into a package")
+        return f"left out {self.path}: {self.reason} ({why})"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What goes in, what the rules left out (listed by --dry-run) and what was left out with a warning."""
+
+    files: tuple[PackageFile, ...]
+    skipped: tuple[Skipped, ...]
+    excluded: tuple[ExcludedFile, ...]
+
+
+def is_inside(real: str, directory: str) -> bool:
+    """Whether the resolved path `real` is `directory` or below it (both resolved)."""
+    return real == directory or real.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def unreadable(rel: str, err: OSError) -> UsageError:
+    return UsageError(f"cannot read {rel}: {(err.strerror or str(err)).lower()}",
+                      hint=f"make it readable (chmod), {_LEAVE_OUT}")
+
+
+def _link_loop(rel: str, target: str, detail: str) -> UsageError:
+    return UsageError(f"symbolic link {rel} -> {target} {detail}", hint=f"fix or remove the link, {_LEAVE_OUT}")
+
+
+class _Walk:
+    def __init__(self, package_dir: Path):
+        self.package = str(package_dir)
+        self.prefix = package_dir.parent
+        self.root = ignore_root(package_dir)
+        self.files: list[PackageFile] = []
+        self.skipped: list[Skipped] = []
+        self.excluded: list[ExcludedFile] = []
+
+    def rules_reason(self, rel: str, real: str, is_dir: bool, rules: list[IgnoreFile]) -> str | None:
+        """Why the ignore rules leave `rel` out, judged by its own path and, for a link, its target's path too."""
+        paths = [(self.prefix / rel).relative_to(self.root).as_posix()]
+        if real != str(self.prefix / rel) and is_inside(real, self.package):
+            paths.append(Path(real).relative_to(self.root).as_posix())
+        source = next((found for path in paths if (found := ignored_by(path, is_dir, rules))), None)
+        return f"ignored by {source}" if source else None
+
+    def visit(self, real_dir: str, rel_dir: str, rules: list[IgnoreFile], parents: tuple[str, ...]) -> None:
+        try:
+            rules = load_dir(self.prefix / rel_dir, self.root, rules)
+            with os.scandir(real_dir) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as err:
+            raise unreadable(rel_dir + "/", err) from None
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}"
+            try:
+                self.entry(entry, rel, rules, (*parents, real_dir))
+            except OSError as err:
+                raise unreadable(rel, err) from None
+
+    def entry(self, entry: os.DirEntry, rel: str, rules: list[IgnoreFile], parents: tuple[str, ...]) -> None:
+        link = entry.is_symlink()
+        real, problem = entry.path, None
+        if link:
+            try:
+                real = os.path.realpath(entry.path, strict=True)
+            except OSError as err:
+                problem = "loop" if err.errno == errno.ELOOP else "broken"
+        info = os.stat(real) if problem is None else None
+        mode = info.st_mode if info is not None else 0
+        is_dir = stat.S_ISDIR(mode)
+        reason = always_excluded(entry.name, real, is_dir) or self.rules_reason(rel, real, is_dir, rules)
+        if reason is not None:
+            self.skipped.append(Skipped(rel + ("/" if is_dir else ""), reason))
+            return
+        target = os.readlink(entry.path) if link else ""
+        if problem == "loop":
+            raise _link_loop(rel, target, "loops: it never resolves to a file or directory")
+        if problem == "broken":
+            self.skipped.append(Skipped(rel, f"broken symbolic link to {target}"))
+            return
+        if not is_inside(real, self.package):
+            self.excluded.append(ExcludedFile(rel, f"symbolic link to {real}, outside the package", "link"))
+            return
+        real_rel = Path(real).relative_to(self.prefix).as_posix()
+        credential = name_reason(rel, is_dir) or (name_reason(real_rel, is_dir) if link else None)
+        if credential is None and stat.S_ISREG(mode):
+            credential = content_reason(Path(real), entry.name)
+        if credential is not None and is_dir:
+            self.credential_dir(real, rel, credential)
+        elif credential is not None:
+            self.excluded.append(ExcludedFile(rel, credential))
+        elif is_dir and real in parents:
+            raise _link_loop(rel, target, f"points back to {real_rel}/, a directory that contains it (a loop)")
+        elif is_dir:
+            self.visit(real, rel, rules, parents)
+        elif stat.S_ISREG(mode):
+            self.files.append(PackageFile(rel, Path(real), info.st_size, bool(mode & 0o111), signature(info)))
+        else:
+            self.skipped.append(Skipped(rel, "not a regular file (socket, pipe or device)"))
+
+
+    def credential_dir(self, real: str, rel: str, reason: str) -> None:
+        """Name each file of a credential directory as left out (read by name only: no content, no links
+        followed); the directory itself when it is empty or cannot be listed."""
+        found = [f"{rel}/{Path(top, name).relative_to(real).as_posix()}"
+                 for top, dirs, files in os.walk(real)
+                 for name in sorted([*files, *(d for d in dirs if os.path.islink(os.path.join(top, d)))])]
+        for path in sorted(found) or [rel + "/"]:
+            self.excluded.append(ExcludedFile(path, reason if path.endswith("/") else f"inside {reason}"))
+
+
+def select_files(package_dir: Path) -> Selection:
+    """Walk `package_dir` (resolved) and decide what goes into its sdist; paths are relative to its parent.
+
+    Raises:
+        UsageError: a file or directory that cannot be read, or a symbolic-link loop.
+    """
+    walk = _Walk(package_dir)
+    inherited: list[IgnoreFile] = []
+    for ancestor in reversed([package_dir.parent, *package_dir.parent.parents]):
+        if ancestor == walk.root or walk.root in ancestor.parents:
+            inherited = load_dir(ancestor, walk.root, inherited)
+    walk.visit(walk.package, package_dir.name, inherited, ())
+    return Selection(tuple(sorted(walk.files, key=lambda f: f.path)), tuple(walk.skipped), tuple(walk.excluded))
