@@ -174,6 +174,16 @@ def test_a_link_loop_is_one_line_and_exit_2(tmp_path, links, line):
     assert package(package_dir, tmp_path / "dist").exit_code == 0
 
 
+UNREADABLE = [  # (what is made unreadable, the one line)
+    ("private/", "error: cannot read tinypkg/private/: permission denied; make it readable (chmod), or leave it out "
+                 "with a line in .mlsubmitignore"),
+    ("weights.bin", "error: cannot read tinypkg/weights.bin: permission denied; make it readable (chmod), or leave "
+                    "it out with a line in .mlsubmitignore"),
+    (".gitignore", "error: cannot read tinypkg/.gitignore: permission denied; make it readable (chmod) or remove it"),
+    ("", "error: cannot read @: permission denied; make it readable (chmod) or pass another --package-path"),
+]
+
+
 def test_unreadable_file_or_directory_is_one_line_and_exit_2():
     # Root reads everything, so when the suite runs as root the command runs as nobody.
     as_root = os.geteuid() == 0
@@ -182,19 +192,17 @@ def test_unreadable_file_or_directory_is_one_line_and_exit_2():
         os.chmod(top, 0o755)
         package_dir = make_project(top / "proj")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "MLSUBMIT_HOME": str(top / "home")}
-        for rel, kind in (("private", "dir"), ("weights.bin", "file")):
+        for rel, line in UNREADABLE:
             path = package_dir / rel
-            path.mkdir() if kind == "dir" else write(path, "x")
+            path.mkdir() if rel.endswith("/") else path.exists() or write(path, "x")
             os.chmod(path, 0)
             done = subprocess.run([sys.executable, "-m", "mlsubmit", "package", "--package-path", str(package_dir),
                                    "--skip-preflight", "--dist-dir", str(top / "dist")], env=env,
                                   capture_output=True, text=True, timeout=60, user=65534 if as_root else None)
-            suffix = "/" if kind == "dir" else ""
-            assert (done.returncode, done.stderr.splitlines()) == (2, [
-                f"error: cannot read tinypkg/{rel}{suffix}: permission denied; make it readable (chmod), or leave "
-                f"it out with a line in .mlsubmitignore"]), done.stderr
+            assert (done.returncode, done.stderr.splitlines()) == (2, [line.replace("@", str(package_dir))])
             os.chmod(path, 0o755)
-            shutil.rmtree(path) if kind == "dir" else path.unlink()
+            if rel:
+                shutil.rmtree(path) if rel.endswith("/") else path.unlink()
         assert not (top / "dist").exists()
     finally:
         shutil.rmtree(top)

@@ -98,7 +98,12 @@ def _package_dir(package_path: str | os.PathLike) -> Path:
                             hint="it does not exist; pass the trainer package's directory, e.g. --package-path trainer")
     if not path.is_dir():
         raise invalid_value("--package-path", str(package_path), allowed, hint="it is a file, not a directory")
-    if not (path / "__init__.py").is_file():
+    try:
+        has_init = (path / "__init__.py").is_file()
+    except OSError as err:  # a directory that cannot be searched
+        raise unreadable(str(package_path), err, hint="make it readable (chmod) or pass another --package-path") \
+            from None
+    if not has_init:
         raise invalid_value("--package-path", str(package_path), allowed,
                             hint=f"it has no __init__.py; create an empty {path / '__init__.py'}")
     path = path.resolve()
@@ -137,6 +142,10 @@ def plan_sdist(package_path: str | os.PathLike, setup_py: str | os.PathLike | No
     files = selection.files
     init = f"{package_dir.name}/__init__.py"
     if init not in {f.path for f in files}:
+        excluded = {item.path: item.reason for item in selection.excluded}
+        if init in excluded:
+            raise UsageError(f"{init} cannot go into the package: {excluded[init]}",
+                             hint="make it a plain file inside the package directory")
         raise UsageError(f"the ignore rules leave {init} out of the package",
                          hint="remove the pattern that matches it from .gitignore / .mlsubmitignore")
     return SdistPlan(metadata, package_dir.name, package_dir, files, selection.excluded, selection.skipped)

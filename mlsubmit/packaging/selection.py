@@ -67,9 +67,8 @@ def is_inside(real: str, directory: str) -> bool:
     return real == directory or real.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def unreadable(rel: str, err: OSError) -> UsageError:
-    return UsageError(f"cannot read {rel}: {(err.strerror or str(err)).lower()}",
-                      hint=f"make it readable (chmod), {_LEAVE_OUT}")
+def unreadable(rel: str, err: OSError, hint: str = f"make it readable (chmod), {_LEAVE_OUT}") -> UsageError:
+    return UsageError(f"cannot read {rel}: {(err.strerror or str(err)).lower()}", hint=hint)
 
 
 def _link_loop(rel: str, target: str, detail: str) -> UsageError:
@@ -93,13 +92,21 @@ class _Walk:
         source = next((found for path in paths if (found := ignored_by(path, is_dir, rules))), None)
         return f"ignored by {source}" if source else None
 
+    def load_rules(self, directory: Path, rules: list[IgnoreFile]) -> list[IgnoreFile]:
+        try:
+            return load_dir(directory, self.root, rules)
+        except OSError as err:
+            name = Path(err.filename or directory)
+            shown = name.relative_to(self.prefix).as_posix() if Path(self.package) in name.parents else str(name)
+            raise unreadable(shown, err, hint="make it readable (chmod) or remove it") from None
+
     def visit(self, real_dir: str, rel_dir: str, rules: list[IgnoreFile], parents: tuple[str, ...]) -> None:
         try:
-            rules = load_dir(self.prefix / rel_dir, self.root, rules)
             with os.scandir(real_dir) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as err:
             raise unreadable(rel_dir + "/", err) from None
+        rules = self.load_rules(self.prefix / rel_dir, rules)
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}"
             try:
@@ -169,6 +176,6 @@ def select_files(package_dir: Path) -> Selection:
     inherited: list[IgnoreFile] = []
     for ancestor in reversed([package_dir.parent, *package_dir.parent.parents]):
         if ancestor == walk.root or walk.root in ancestor.parents:
-            inherited = load_dir(ancestor, walk.root, inherited)
+            inherited = walk.load_rules(ancestor, inherited)
     walk.visit(walk.package, package_dir.name, inherited, ())
     return Selection(tuple(sorted(walk.files, key=lambda f: f.path)), tuple(walk.skipped), tuple(walk.excluded))
