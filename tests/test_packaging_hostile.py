@@ -42,7 +42,7 @@ HOSTILE = {
     "netrc": ({".netrc": "machine example.com login me password hunter2\n"}, {},
               {".netrc": "netrc passwords (.netrc)"}),
     "netrc by content": ({"hosts.cfg": "machine pypi.org\n  login me\n  password hunter2\n"}, {},
-                         {"hosts.cfg": "netrc password entry (machine … password …)"}),
+                         {"hosts.cfg": "netrc password entry (machine … login … password …)"}),
     "git credentials": ({".git-credentials": "https://me:tok@github.com\n"}, {},
                         {".git-credentials": "git credential store (.git-credentials)"}),
     "aws directory": ({".aws/credentials": "[default]\n", ".aws/config": "[default]\nregion = x\n"}, {},
@@ -71,7 +71,7 @@ HOSTILE = {
                            {".npmrc": "npm registry token (_authToken=)"}),
     "docker config with auths": ({".docker/config.json": '{"auths": {"r.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}}'},
                                  {}, {".docker/config.json":
-                                      'registry credentials (JSON "auth", as in .docker/config.json)'}),
+                                      'registry credentials (JSON "auths")'}),
     "PEM key in any file": ({"notes.md": "-----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY-----\n"},
                             {}, {"notes.md": "contains a PEM private-key block"}),
     "github token in code": ({"deploy.py": 'TOKEN = "ghp_' + "a1B2" * 9 + '"\n'}, {},
@@ -97,8 +97,9 @@ HOSTILE = {
 }
 # Harmless look-alikes that must go in.
 HARMLESS = {"web/.npmrc": "registry=https://npm.example.com/\n", "docker/config.json": '{"credsStore": "desktop"}',
-            "labels.json": '{"type": "classification", "auth": "none"}', "model.py": 'KEY_ID = "AKIAIOSFODNN7EXAMPLE"\n',
-            "password_policy.txt": "a password must be long\n", "big.bin": b"\0\1" * 40000}
+            "labels.json": '{"type": "classification", "auth": "basic-authentication"}',
+            "model.py": f'KEY_ID = "{AWS_ID}"\n',  # a key id alone is not a secret
+            "notes.txt": "the default password of a machine learning password manager\n", "big.bin": b"\0\1" * 40000}
 
 
 def members(path: Path) -> list[str]:
@@ -143,16 +144,24 @@ def test_hostile_trees_leave_out_exactly_what_they_must_and_say_so(tmp_path, fil
                 or "secret.txt" in name]
 
 
-def test_links_inside_the_package_are_followed(tmp_path):
+def test_links_inside_the_package_are_followed_unless_their_target_is_left_out(tmp_path):
     package_dir = make_project(tmp_path / "proj")
-    plant(package_dir, {}, {"data_alias": "data", "sub/task_copy.py": "../task.py", "gone": "missing"}, tmp_path)
+    write(package_dir / ".git" / "config", "[remote]\nurl = https://me:token@example.com/r.git\n")
+    write(package_dir / "scratch" / "x.py", "")
+    write(package_dir / ".mlsubmitignore", "scratch/\n")
+    plant(package_dir, {}, {"data_alias": "data", "sub/task_copy.py": "../task.py", "gone": "missing",
+                            "git_config": ".git/config", "scratch_x.py": "scratch/x.py"}, tmp_path)
     result = package(package_dir, tmp_path / "dist")
     assert result.exit_code == 0 and "warning" not in result.stderr, result.output
     inside = members(tmp_path / "dist" / "tinypkg-1.2.0.tar.gz")
     assert {"tinypkg/data_alias/config.json", "tinypkg/sub/task_copy.py", "tinypkg/data/config.json"} <= set(inside)
-    assert "tinypkg/gone" not in inside  # a broken link is listed as left out by --dry-run
+    assert not [name for name in inside if any(word in name for word in ("gone", "git", "scratch"))]
     listed = CliRunner().invoke(app, ["package", "--package-path", str(package_dir), "--dry-run"]).stdout
     assert "left out  tinypkg/gone  (broken symbolic link to missing)" in listed
+    assert ("left out  tinypkg/git_config  (symbolic link to tinypkg/.git/config, which is left out (VCS metadata))"
+            in listed)
+    assert ("left out  tinypkg/scratch_x.py  (symbolic link to tinypkg/scratch/x.py, which is left out (ignored by "
+            "tinypkg/.mlsubmitignore:1))") in listed
 
 
 @pytest.mark.parametrize("links, line", [
@@ -244,11 +253,12 @@ def test_a_big_file_is_streamed_with_flat_memory(tmp_path):
         handle.truncate(size)
     # The peak RSS of the packaging process alone: measured by a parent of its own (the children of this test
     # process include whatever earlier tests started).
-    measure = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
+    measure = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], timeout=100); "
                "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    done = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "mlsubmit", "package",
-                           "--package-path", str(package_dir), "--skip-preflight", "--dist-dir", str(tmp_path / "dist")],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    command = [sys.executable, "-m", "mlsubmit", "package", "--package-path", str(package_dir), "--skip-preflight",
+               "--dist-dir", str(tmp_path / "dist")]
+    done = subprocess.run([sys.executable, "-c", measure, *command], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     code, peak_kib = map(int, done.stdout.split()[-2:])
     assert code == 0, done.stderr
     assert peak_kib < 120 * 1024, f"peak RSS {peak_kib >> 10} MiB while packaging a {size >> 20} MiB file"

@@ -10,9 +10,10 @@ By name (`name_reason`): `.env*`; key stores and key files (`*.pem`, `*.key`, `*
 
 By content (`ContentScan`, every file, whatever its size, streamed; UTF-8 with or without a BOM, UTF-16 and
 UTF-32 are decoded): a PEM private-key block; a Google credential `"type"` (service account, user, workload
-identity…); in JSON, a `"private_key"`, `"client_secret"`, `"refresh_token"` or a Docker registry `"auth"`;
+identity…); in JSON, a `"private_key"`, `"client_secret"`, `"refresh_token"` or Docker registry `"auths"`;
 `aws_secret_access_key` / `aws_session_token`; an AWS key id (`AKIA…`/`ASIA…`) together with a 40-character
-secret; `_authToken=` (and in `.npmrc`, `_auth=`/`_password=`); a netrc `machine … password …` entry; GitHub tokens.
+secret; `_authToken=` (and in `.npmrc`, `_auth=`/`_password=`); a netrc `machine … login … password …` entry;
+GitHub tokens.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def _tell(pattern: str, reason: str, scope: str = "any") -> _Tell:
 
 
 _TYPES = "|".join(_GOOGLE_TYPES)
-_NETRC_ENTRY = r"\s+(?:login\s+\S+\s+)?password\s+\S"
+_NETRC_ENTRY = r"\s+login\s+\S+\s+password\s+\S"  # with its login: "machine learning password" is prose
 # In order of precedence: the first that matches names the file.
 _TELLS = (
     _tell(rf'"type"\s*:\s*"({_TYPES})"', "google"),
@@ -95,16 +96,15 @@ _TELLS = (
     _tell(r'"private_key"\s*:', 'JSON with a "private_key"', "json"),
     _tell(r'"client_secret"\s*:', 'OAuth client secret (JSON "client_secret")', "json"),
     _tell(r'"refresh_token"\s*:\s*"', 'OAuth refresh token (JSON "refresh_token")', "json"),
-    _tell(r'"auth"\s*:\s*"[A-Za-z0-9+/_.-]{8,}', 'registry credentials (JSON "auth", as in .docker/config.json)',
+    _tell(r'"auths"\s*:\s*\{[^}]*"(?:auth|identitytoken)"\s*:\s*"[^"]', 'registry credentials (JSON "auths")',
           "json"),
-    _tell(r'"identitytoken"\s*:\s*"[^"]', 'registry credentials (JSON "identitytoken")', "json"),
     _tell(r"aws_(?:secret_access_key|session_token)\s*[=:]", "AWS secret access key (aws_secret_access_key)"),
     _tell(r"AWS_(?:SECRET_ACCESS_KEY|SESSION_TOKEN)\s*[=:]", "AWS secret access key (AWS_SECRET_ACCESS_KEY)"),
     _tell(r"_authToken\s*=\s*\S", "npm registry token (_authToken=)"),
     _tell(r"(?m)^\s*(?:\S*:)?_(?:auth|password)\s*=\s*\S", "npm registry credentials (_auth= / _password=)",
           "npmrc"),
-    _tell(r"machine\s+\S+" + _NETRC_ENTRY, "netrc password entry (machine … password …)"),
-    _tell(r"default" + _NETRC_ENTRY, "netrc password entry (default … password …)"),
+    _tell(r"machine\s+\S+" + _NETRC_ENTRY, "netrc password entry (machine … login … password …)"),
+    _tell(r"default" + _NETRC_ENTRY, "netrc password entry (default login … password …)"),
     _tell(r"gh(?:[pousr]_[A-Za-z0-9]{36}|ithub_pat_[A-Za-z0-9_]{40})", "GitHub token (ghp_… / github_pat_…)"),
 )
 # An AWS key id is not a secret by itself; with a secret key beside it, the file is a credential.

@@ -83,14 +83,26 @@ class _Walk:
         self.files: list[PackageFile] = []
         self.skipped: list[Skipped] = []
         self.excluded: list[ExcludedFile] = []
+        self.inherited: list[IgnoreFile] = []  # the ignore files above the package directory
 
-    def rules_reason(self, rel: str, real: str, is_dir: bool, rules: list[IgnoreFile]) -> str | None:
-        """Why the ignore rules leave `rel` out, judged by its own path and, for a link, its target's path too."""
-        paths = [(self.prefix / rel).relative_to(self.root).as_posix()]
-        if real != str(self.prefix / rel) and is_inside(real, self.package):
-            paths.append(Path(real).relative_to(self.root).as_posix())
-        source = next((found for path in paths if (found := ignored_by(path, is_dir, rules))), None)
+    def rules_reason(self, rel: str, is_dir: bool, rules: list[IgnoreFile]) -> str | None:
+        source = ignored_by((self.prefix / rel).relative_to(self.root).as_posix(), is_dir, rules)
         return f"ignored by {source}" if source else None
+
+    def target_reason(self, real: str, is_dir: bool) -> str | None:
+        """Why a link's target inside the package would be left out where it lies (by a directory above it, or
+        itself), so a link never lets in what the rules keep out."""
+        directory, rules = Path(self.package), self.load_rules(Path(self.package), self.inherited)
+        *parts, name = Path(real).relative_to(self.package).parts
+        for part in parts:
+            directory = directory / part
+            reason = always_excluded(part, str(directory), True) or self.rules_reason(
+                directory.relative_to(self.prefix).as_posix(), True, rules)
+            if reason is not None:
+                return reason
+            rules = self.load_rules(directory, rules)
+        return always_excluded(name, real, is_dir) or self.rules_reason(
+            Path(real).relative_to(self.prefix).as_posix(), is_dir, rules)
 
     def load_rules(self, directory: Path, rules: list[IgnoreFile]) -> list[IgnoreFile]:
         try:
@@ -125,7 +137,7 @@ class _Walk:
         info = os.stat(real) if problem is None else None
         mode = info.st_mode if info is not None else 0
         is_dir = stat.S_ISDIR(mode)
-        reason = always_excluded(entry.name, real, is_dir) or self.rules_reason(rel, real, is_dir, rules)
+        reason = always_excluded(entry.name, real, is_dir) or self.rules_reason(rel, is_dir, rules)
         if reason is not None:
             self.skipped.append(Skipped(rel + ("/" if is_dir else ""), reason))
             return
@@ -139,6 +151,9 @@ class _Walk:
             self.excluded.append(ExcludedFile(rel, f"symbolic link to {real}, outside the package", "link"))
             return
         real_rel = Path(real).relative_to(self.prefix).as_posix()
+        if link and real != self.package and (reason := self.target_reason(real, is_dir)) is not None:
+            self.skipped.append(Skipped(rel, f"symbolic link to {real_rel}, which is left out ({reason})"))
+            return
         credential = name_reason(rel, is_dir) or (name_reason(real_rel, is_dir) if link else None)
         if credential is None and stat.S_ISREG(mode):
             credential = content_reason(Path(real), entry.name)
@@ -154,7 +169,6 @@ class _Walk:
             self.files.append(PackageFile(rel, Path(real), info.st_size, bool(mode & 0o111), signature(info)))
         else:
             self.skipped.append(Skipped(rel, "not a regular file (socket, pipe or device)"))
-
 
     def credential_dir(self, real: str, rel: str, reason: str) -> None:
         """Name each file of a credential directory as left out (read by name only: no content, no links
@@ -173,9 +187,8 @@ def select_files(package_dir: Path) -> Selection:
         UsageError: a file or directory that cannot be read, or a symbolic-link loop.
     """
     walk = _Walk(package_dir)
-    inherited: list[IgnoreFile] = []
     for ancestor in reversed([package_dir.parent, *package_dir.parent.parents]):
         if ancestor == walk.root or walk.root in ancestor.parents:
-            inherited = walk.load_rules(ancestor, inherited)
-    walk.visit(walk.package, package_dir.name, inherited, ())
+            walk.inherited = walk.load_rules(ancestor, walk.inherited)
+    walk.visit(walk.package, package_dir.name, walk.inherited, ())
     return Selection(tuple(sorted(walk.files, key=lambda f: f.path)), tuple(walk.skipped), tuple(walk.excluded))
