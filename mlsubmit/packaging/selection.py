@@ -154,7 +154,9 @@ class _Walk:
         if link and real != self.package and (reason := self.target_reason(real, is_dir)) is not None:
             self.skipped.append(Skipped(rel, f"symbolic link to {real_rel}, which is left out ({reason})"))
             return
-        credential = name_reason(rel, is_dir) or (name_reason(real_rel, is_dir) if link else None)
+        # (names are judged below the package directory: a package may be called `legacy_credentials`)
+        credential = name_reason(rel.partition("/")[2], is_dir) or (
+            name_reason(real_rel.partition("/")[2], is_dir) if link else None)
         if credential is None and stat.S_ISREG(mode):
             credential = content_reason(Path(real), entry.name)
         if credential is not None and is_dir:
