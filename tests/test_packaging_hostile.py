@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from mlsubmit.cli import app
 from mlsubmit.packaging.credentials import ContentScan
+from mlsubmit.packaging.ignore import walk
 
 ROOT = Path(__file__).resolve().parent.parent
 KEPT = "(credentials never go into a package)"
@@ -140,6 +141,8 @@ def test_hostile_trees_leave_out_exactly_what_they_must_and_say_so(tmp_path, fil
                                                for rel in [*expected, *links])]
     assert left_out == []
     assert {f"tinypkg/{rel}" for rel in HARMLESS} <= set(inside)
+    # the plain file list other builds (pypa/build's copy of the project) start from is the same selection
+    assert [path for path, _ in walk(package_dir)] == [name for name in inside if name.startswith("tinypkg/")]
     assert not [name for name in inside if Path(name).name in (".boto", "credentials.db", "access_tokens.db")
                 or "secret.txt" in name]
 

@@ -12,14 +12,9 @@ from mlsubmit.errors import did_you_mean, invalid_value
 _OUTPUTS = ("text", "json")
 
 
-def _warn_excluded(excluded) -> None:
-    for item in excluded:
+def _warn_secrets(excluded) -> None:
+    for item in excluded:  # credentials, and links that leave the package
         typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
-
-
-def _excluded_json(excluded) -> dict:
-    return {f"excluded_{kind}": [{"path": e.path, "reason": e.reason} for e in excluded if e.kind == name]
-            for kind, name in (("secrets", "credential"), ("links", "link"))}
 
 
 def _render_dry_run(result, output: str) -> None:
@@ -33,7 +28,7 @@ def _render_dry_run(result, output: str) -> None:
             "size": result.size, "total_size": sum(size for _, size, _ in listing),
             "files": [{"path": path, "size": size, "generated": gen} for path, size, gen in listing],
             "skipped": [{"path": s.path, "reason": s.reason} for s in plan.skipped],
-            **_excluded_json(plan.excluded)}))
+            "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in plan.excluded_secrets]}))
         return
     total = sum(size for _, size, _ in listing)
     typer.echo(f"{plan.filename} would hold {len(listing)} files, {total:,} bytes before compression:")
@@ -56,7 +51,7 @@ def _render(result, output: str) -> None:
             "bytes_sent": staged.bytes_sent if staged else 0,
             "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
                           if checked else "skipped"),
-            **_excluded_json(sdist.excluded)}))
+            "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
         return
     typer.echo(f"built     {sdist.path} ({len(sdist.files)} files, {sdist.size:,} bytes)")
     typer.echo(f"sha256    {sdist.sha256}")
@@ -99,7 +94,7 @@ def package_command(
 
     if dry_run:
         planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to)
-        _warn_excluded(planned.plan.excluded)
+        _warn_secrets(planned.plan.excluded_secrets)
         _render_dry_run(planned, output)
         return
     from mlsubmit.storage import RetryPolicy
@@ -108,7 +103,7 @@ def package_command(
     if stage_to is not None:
         packaging.check_destination(stage_to)
     plan = packaging.plan_sdist(package_path, setup_py)
-    _warn_excluded(plan.excluded)
+    _warn_secrets(plan.excluded_secrets)
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
                                     stage_to=stage_to, retry=retry, show_progress=True)
     _render(result, output)

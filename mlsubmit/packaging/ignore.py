@@ -167,3 +167,13 @@ def load_dir(directory: Path, root: Path, files: list[IgnoreFile]) -> list[Ignor
     found = [read_ignore_file(directory / name, base, f"{base + '/' if base else ''}{name}")
              for name in IGNORE_FILES if (directory / name).is_file()]
     return files + found if found else files
+
+
+def walk(package_dir: Path) -> tuple[list[tuple[str, Path]], list[Skipped]]:
+    """The files `selection.select_files` lets into a package, as sorted (path relative to the package's parent,
+    real file) pairs, and what the rules left out. Credentials and links that leave the directory are never
+    among them (`select_files` also says which those were)."""
+    from mlsubmit.packaging.selection import select_files  # (selection builds on this module)
+
+    selection = select_files(Path(package_dir).resolve())
+    return [(f.path, f.source) for f in selection.files], list(selection.skipped)

@@ -43,12 +43,8 @@ class SdistPlan:
     package: str
     package_dir: Path
     files: tuple[PackageFile, ...]
-    excluded: tuple[ExcludedFile, ...]  # credentials and links out of the package, each named in a warning
+    excluded_secrets: tuple[ExcludedFile, ...]  # credentials, and links that leave the package: each is warned
     skipped: tuple[Skipped, ...]
-
-    @property
-    def excluded_secrets(self) -> tuple[ExcludedFile, ...]:
-        return tuple(item for item in self.excluded if item.kind == "credential")
 
     @property
     def root(self) -> str:
@@ -79,11 +75,7 @@ class Sdist:
     sha256: str
     size: int
     files: tuple[str, ...]  # archive members, relative to the archive's top directory
-    excluded: tuple[ExcludedFile, ...]
-
-    @property
-    def excluded_secrets(self) -> tuple[ExcludedFile, ...]:
-        return tuple(item for item in self.excluded if item.kind == "credential")
+    excluded_secrets: tuple[ExcludedFile, ...]
 
     @property
     def filename(self) -> str:
@@ -282,7 +274,7 @@ def write_sdist(plan: SdistPlan, dist_dir: str | os.PathLike | None = None) -> S
         members = _write_archive(plan, writer)
     meta = plan.metadata
     return Sdist((target_dir / plan.filename).resolve(), meta.name, meta.version, plan.package,
-                 writer.sha256.hexdigest(), writer.size, members, plan.excluded)
+                 writer.sha256.hexdigest(), writer.size, members, plan.excluded_secrets)
 
 
 def copy_sdist(sdist: Sdist, dist_dir: str | os.PathLike) -> Sdist:
