@@ -142,7 +142,7 @@ def test_hostile_trees_leave_out_exactly_what_they_must_and_say_so(tmp_path, fil
     assert left_out == []
     assert {f"tinypkg/{rel}" for rel in HARMLESS} <= set(inside)
     # the plain file list other builds (pypa/build's copy of the project) start from is the same selection
-    assert [path for path, _ in walk(package_dir)] == [name for name in inside if name.startswith("tinypkg/")]
+    assert [path for path, _ in walk(package_dir)[0]] == [name for name in inside if name.startswith("tinypkg/")]
     assert not [name for name in inside if Path(name).name in (".boto", "credentials.db", "access_tokens.db")
                 or "secret.txt" in name]
 
