@@ -167,6 +167,19 @@ def test_links_inside_the_package_are_followed_unless_their_target_is_left_out(t
             "tinypkg/.mlsubmitignore:1))") in listed
 
 
+def test_train_names_what_it_leaves_out_of_the_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    package_dir = make_project(tmp_path / "proj")
+    plant(package_dir, {".env": "TOKEN=1\n"}, {"etc_link": "/etc"}, tmp_path)
+    result = CliRunner().invoke(app, ["train", "--package-path", str(package_dir), "--project", "p", "--region",
+                                      "us-central1", "--staging-bucket", "gs://my-bucket", "--tier", "BASIC",
+                                      "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stderr.splitlines() if "left out" in line] == [
+        f"warning: left out tinypkg/.env: environment file (.env*) {KEPT}",
+        f"warning: left out tinypkg/etc_link: symbolic link to /etc, outside the package {OUT}"]
+
+
 @pytest.mark.parametrize("links, line", [
     ({"loop": "loop"}, "error: symbolic link tinypkg/loop -> loop loops: it never resolves to a file or directory; "
                        "fix or remove the link, or leave it out with a line in .mlsubmitignore"),
