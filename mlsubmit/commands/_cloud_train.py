@@ -86,6 +86,8 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path)
     for note in [*notes, *submission.notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
+    for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
+        typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
     if cloud_flags.get("dry_run"):
         _render_dry_run(submission)
         return
