@@ -43,6 +43,8 @@ def config(
     spec, notes = spec_from_options(spec_flags)
     document, conversion_notes = requests.config_document(spec, fmt)
     text = requests.to_yaml(document)
+    if fmt == "vertex":  # where the region (which a Vertex AI config has no field for) lands
+        text = requests.vertex_command_comment(spec) + text
     for note in notes + conversion_notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     if output is None:
