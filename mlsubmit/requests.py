@@ -267,7 +267,13 @@ def vertex_command_comment(spec: JobSpec, command: str = "gcloud ai custom-jobs 
     """A Vertex AI config file has no region (nor display name): the YAML comment line that carries them, naming
     the command that takes the file."""
     name = spec.job_name or "NAME"
-    return f"# {command} --region {spec.region} --display-name {name} --config FILE\n"
+    labels = f" --labels {','.join(f'{k}={v}' for k, v in spec.labels)}" if spec.labels else ""
+    return f"# {command} --region {spec.region} --display-name {name}{labels} --config FILE\n"
+
+
+def legacy_command_comment(spec: JobSpec) -> str:
+    """A legacy config file has no job id (gcloud takes it as an argument): the comment line that carries it."""
+    return f"# gcloud ai-platform jobs submit training {_legacy_job_id(spec) or 'JOB'} --config FILE\n"
 
 
 def to_yaml(document: dict[str, Any]) -> str:
@@ -306,7 +312,6 @@ def draft_from_legacy(job: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
     mapped = {"scaleTier", "region", "runtimeVersion", "pythonVersion", "pythonModule", "args", "jobDir",
               "packageUris", "scheduling", "network"} | {k for keys in LEGACY_KEYS.values() for k in keys if k}
     if containers:  # a custom container runs its own entrypoint: a package and module have no place
-        mapped -= {"pythonModule", "packageUris"}
         notes += [f"trainingInput.{key}: a custom container job runs its image ({containers['chief']}), not a "
                   f"Python package; not mapped" for key in ("pythonModule", "packageUris") if training.get(key)]
     notes += _unmapped(training, "trainingInput.", mapped)
@@ -398,8 +403,9 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
                       f"{role}.accelerator_count": f"{at}.machineSpec.acceleratorCount"})
         container = pool.get("containerSpec") or {}
         if index and container:
-            notes += _unmapped(container, f"{at}.containerSpec.", {"imageUri"} | (
-                {"command", "args"} if _program(pool) == _program(pools[0]) else set()))
+            first = pools[0].get("containerSpec") or pools[0].get("pythonPackageSpec") or {}
+            notes += _unmapped(container, f"{at}.containerSpec.", {"imageUri"} | {
+                key for key in ("command", "args") if container.get(key) == first.get(key)})
         elif index and _program(pool) != _program(pools[0]):
             notes.append(f"{at}.pythonPackageSpec: differs from pool 0; every role runs pool 0's program")
     chief = roles["chief"]

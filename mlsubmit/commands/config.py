@@ -43,8 +43,9 @@ def config(
     spec, notes = spec_from_options(spec_flags)
     document, conversion_notes = requests.config_document(spec, fmt)
     text = requests.to_yaml(document)
-    if fmt == "vertex":  # where the region (which a Vertex AI config has no field for) lands
-        text = requests.vertex_command_comment(spec) + text
+    # what the file has no field for (Vertex: region, display name, labels; legacy: the job id) lands here
+    comment = requests.vertex_command_comment(spec) if fmt == "vertex" else requests.legacy_command_comment(spec)
+    text = comment + text
     for note in notes + conversion_notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     if output is None:
