@@ -257,7 +257,13 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
     if not isinstance(document, dict):
         raise invalid_value(f"--config {path}", type(document).__name__, "a YAML mapping (trainingInput: or "
                             "workerPoolSpecs:)")
-    if "trainingInput" in document:
+    from mlsubmit import tuning_requests
+
+    document = tuning_requests.normalize(document)  # discrete values [False, True] are 0 and 1, as gcloud reads them
+    if "trialJobSpec" in document or "studySpec" in document:  # a Vertex HyperparameterTuningJob: its trials' job
+        api, schema = "aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob"
+        reader = tuning_requests.trial_job_draft
+    elif "trainingInput" in document:
         api, schema, reader = "ml.v1", "GoogleCloudMlV1__Job", requests.draft_from_legacy
     elif "jobSpec" in document:
         api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", requests.draft_from_vertex
