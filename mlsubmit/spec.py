@@ -44,11 +44,16 @@ def whole_number(value: Any, field: str, minimum: int = 0) -> int:
     return number
 
 
-def _check_prebuilt(image: str) -> None:
+def _check_prebuilt(image: str, python: str | None) -> None:
     """An image under a Vertex AI training registry must be one the table knows: a made-up name fails in the
-    cloud only after the queue."""
+    cloud only after the queue. A Python version given with an image must be the image's."""
     from mlsubmit import images
 
+    known = images.find(image)
+    if python is not None and (known is None or known.python != str(python)):
+        has = f"carries Python {known.python}" if known else "fixes its own Python"
+        raise UsageError(f"invalid value for --python-version: received {python!r}; the executor image {image} {has}",
+                         hint="drop --python-version, or use --runtime-version with it")
     if images.is_prebuilt_path(image) and images.find(image) is None:
         name = image.rsplit("/", 1)[-1]
         found = re.match(r"tf-(cpu|gpu|tpu)\.(\d+)-(\d+)", name)
@@ -246,7 +251,7 @@ class JobSpec:
         if self.executor_image is not None and not str(self.executor_image).strip():
             raise invalid_value("--executor-image", self.executor_image, "a container image URI")
         if self.executor_image is not None:
-            _check_prebuilt(str(self.executor_image))
+            _check_prebuilt(str(self.executor_image), self.python_version)
         if self.python_version is not None and not _RUNTIME.fullmatch(str(self.python_version)):
             raise invalid_value("--python-version", self.python_version, "MAJOR.MINOR such as '3.7'")
         if self.container_image is not None:

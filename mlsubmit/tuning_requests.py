@@ -78,6 +78,9 @@ def from_vertex(job: dict[str, Any]) -> tuple[TuningSpec, list[str]]:
                                 api="vertex"))
     notes += _unmapped(study, "studySpec.", {"metrics", "parameters", "algorithm", "decayCurveStoppingSpec",
                                              "medianAutomatedStoppingSpec"})
+    notes += [f"studySpec.{key}.useElapsedDuration: legacy early stopping had no such setting; not mapped"
+              for key in ("decayCurveStoppingSpec", "medianAutomatedStoppingSpec")
+              if (study.get(key) or {}).get("useElapsedDuration")]
     if study.get("medianAutomatedStoppingSpec") is not None:
         notes.append("studySpec.medianAutomatedStoppingSpec: legacy AI Platform had one early-stopping switch "
                      "(enableTrialEarlyStopping); mapped to it")
@@ -221,7 +224,10 @@ def trial_job_draft(document: dict[str, Any]) -> tuple[Any, list[str]]:
         raise invalid_value("trialJobSpec", None, "the trials' CustomJobSpec (workerPoolSpecs …) in a "
                             "HyperparameterTuningJob --config", hint="or pass the study alone with --hptune-config")
     job = {key: document[key] for key in ("displayName", "labels") if document.get(key)}
-    return requests.draft_from_vertex({**job, "jobSpec": document["trialJobSpec"]})
+    draft, notes = requests.draft_from_vertex({**job, "jobSpec": document["trialJobSpec"]})
+    known = {"studySpec", "trialJobSpec", "displayName", "labels", *VERTEX_KEYS}
+    return draft, [f"{key}: has no place in a tuning job config; not mapped" for key, value in document.items()
+                   if key not in known and value not in (None, {}, [], "")] + notes
 
 
 def refuse_tuning(config: str | None) -> None:

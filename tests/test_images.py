@@ -82,3 +82,12 @@ def test_config_refuses_images_that_do_not_exist_in_one_line():
     assert gpu.exit_code == 0
     assert yaml.safe_load(gpu.stdout)["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
         "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest"
+
+
+def test_a_python_version_must_be_the_executor_images():
+    image = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11:latest"
+    with pytest.raises(UsageError, match="received '3.10'; the executor image .* carries Python 3.7"):
+        build_spec(SpecDraft(executor_image=image, python_version="3.10"))
+    assert build_spec(SpecDraft(executor_image=image, python_version="3.7")).python_version == "3.7"
+    with pytest.raises(UsageError, match="fixes its own Python"):
+        build_spec(SpecDraft(executor_image="gcr.io/p/own:1", python_version="3.7"))
