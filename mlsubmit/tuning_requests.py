@@ -49,7 +49,8 @@ def from_legacy(spec: dict[str, Any], where: str = "trainingInput.hyperparameter
                         max_failed_trials=spec.get("maxFailedTrials") or None,
                         algorithm=spec.get("algorithm") or "ALGORITHM_UNSPECIFIED",
                         early_stopping=bool(spec.get("enableTrialEarlyStopping")),
-                        resume_previous_job_id=spec.get("resumePreviousJobId") or None, where=where, keys=LEGACY_KEYS)
+                        resume_previous_job_id=spec.get("resumePreviousJobId") or None, where=where,
+                        keys=tuple(f"{where}.{key}" for key in LEGACY_KEYS))
     return tuning, []
 
 

@@ -156,7 +156,8 @@ class TuningSpec:
     early_stopping: bool = False
     resume_previous_job_id: str | None = None
     where: str = field(default="hyperparameters", compare=False)
-    keys: tuple[str, str, str] = field(default=("maxTrials", "maxParallelTrials", "maxFailedTrials"), compare=False)
+    keys: tuple[str, str, str] = field(default=("hyperparameters.maxTrials", "hyperparameters.maxParallelTrials",
+                                                "hyperparameters.maxFailedTrials"), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
@@ -174,14 +175,15 @@ class TuningSpec:
         if self.algorithm not in ALGORITHMS:
             raise invalid_value(f"{self.where}.algorithm", self.algorithm, "one of " + ", ".join(ALGORITHMS),
                                 hint=did_you_mean(str(self.algorithm).upper(), ALGORITHMS))
-        trials, parallel, failed = self.keys
-        object.__setattr__(self, "max_trials", _count(self.max_trials, f"{self.where}.{trials}", 1))
-        object.__setattr__(self, "parallel_trials", _count(self.parallel_trials, f"{self.where}.{parallel}", 1))
+        trials_field, parallel_field, failed_field = self.keys  # full field names as the user's file spells them
+        trials, parallel = trials_field.rsplit(".", 1)[-1], parallel_field.rsplit(".", 1)[-1]
+        object.__setattr__(self, "max_trials", _count(self.max_trials, trials_field, 1))
+        object.__setattr__(self, "parallel_trials", _count(self.parallel_trials, parallel_field, 1))
         if self.max_failed_trials is not None:
-            object.__setattr__(self, "max_failed_trials", _count(self.max_failed_trials, f"{self.where}.{failed}", 0))
+            object.__setattr__(self, "max_failed_trials", _count(self.max_failed_trials, failed_field, 0))
         if self.parallel_trials > self.max_trials:
-            raise invalid_value(f"{self.where}.{parallel}", self.parallel_trials,
-                                f"at most {trials} ({self.max_trials})", hint=f"lower {parallel} or raise {trials}")
+            raise invalid_value(parallel_field, self.parallel_trials, f"at most {trials} ({self.max_trials})",
+                                hint=f"lower {parallel} or raise {trials}")
         if self.algorithm == "GRID_SEARCH":
             continuous = [p.name for p in self.params if p.type == "DOUBLE"]
             if continuous:
