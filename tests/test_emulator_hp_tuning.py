@@ -127,3 +127,15 @@ def test_cancel_stops_the_running_trials_of_a_random_study(training_emulator, hp
     trial_job = training_emulator.vertex_jobs().get(name=done["trials"][0]["customJob"]).execute()
     assert trial_job["state"] == "JOB_STATE_CANCELLED"
     assert 16 <= int(done["trials"][0]["parameters"][0]["value"]) <= 64
+
+
+def test_more_failed_trials_than_allowed_fail_the_study(training_emulator, hp_package):
+    studies = training_emulator.client("aiplatform", "v1").projects().locations().hyperparameterTuningJobs()
+    body = study_body(hp_package)
+    body["studySpec"]["parameters"].append({"parameterId": "depth", "discreteValueSpec": {"values": [1, 2]}})
+    created = studies.create(parent=PARENT, body={**body, "maxTrialCount": 4, "parallelTrialCount": 1,
+                                                  "maxFailedTrialCount": 1}).execute()  # the task rejects --depth
+    done = training_emulator.wait(studies.get(name=created["name"]).execute)
+    assert done["state"] == "JOB_STATE_FAILED" and len(done["trials"]) == 2
+    assert all(t["state"] == "INFEASIBLE" and "failed" in t["infeasibleReason"] for t in done["trials"])
+    assert done["error"]["message"].startswith("2 trials failed (maxFailedTrialCount 1)")
