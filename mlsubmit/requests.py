@@ -93,6 +93,15 @@ def _boot_disk(spec: JobSpec, role: str) -> dict[str, Any]:
     return {}
 
 
+def require_python_package(spec: JobSpec) -> None:
+    """`mlsubmit train` stages and runs a Python package: a custom-container spec is refused, not half-run."""
+    image = spec.container_image or next((image for _, image in spec.pool_images), None)
+    if image:
+        raise UsageError(f"invalid job: mlsubmit train runs a Python package, and this job names the custom "
+                         f"container {image}", hint="create it with `mlsubmit config … -o job.yaml` and `gcloud ai "
+                                                    "custom-jobs create --config job.yaml`, or drop the imageUri")
+
+
 def legacy_config(spec: JobSpec) -> dict[str, Any]:
     """The Job resource YAML that `gcloud ai-platform jobs submit training --config` reads."""
     _legacy_job_id(spec)

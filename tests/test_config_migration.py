@@ -167,3 +167,12 @@ def test_a_tpu_machine_name_is_answered_with_the_tpu_shape():
     result = CliRunner().invoke(app, ["config", "--machine-type", "standard_tpu"])
     assert result.exit_code == 2 and "standard_gpu" not in result.stderr
     assert "a TPU runs on one cloud-tpu worker: --worker-machine-type cloud-tpu --workers 1" in result.stderr
+
+
+def test_train_refuses_a_container_job_instead_of_staging_an_unused_package(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text(CONTAINER)
+    result = CliRunner().invoke(app, ["train", "--local", "--config", str(path), "--job-dir", str(tmp_path / "j")])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "mlsubmit train runs a Python package, and this job names the custom container gcr.io/my-project/" \
+           "trainer:v3" in result.stderr

@@ -84,6 +84,8 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
     from mlsubmit.tuning_requests import refuse_tuning
     refuse_tuning(spec_flags.get("config"))
+    from mlsubmit.requests import require_python_package
+    require_python_package(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
     submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path)
     for note in [*notes, *submission.notes]:
