@@ -25,14 +25,19 @@ CASES: dict[str, list[str]] = {
     "custom_complex_model_m_gpu": ["--tier", "CUSTOM", "--machine-type", "complex_model_m_gpu"],
     # The parameter-server recipe: a chief, 2 workers on the chief's machine, 2 parameter servers.
     "custom_ps_cluster": ["--tier", "CUSTOM", "--machine-type", "n1-standard-8", "--workers", "2", "--ps", "2"],
+    # Hyperparameter tuning over a tier and over a multi-GPU machine: configs/inputs/hptuning_config.yaml becomes a
+    # HyperparameterTuningJob (vertex) or trainingInput.hyperparameters (legacy).
+    "tuning_basic_gpu": ["--tier", "BASIC_GPU", "--hptune-config", "{inputs}/hptuning_config.yaml"],
+    "tuning_custom_4gpu": ["--tier", "CUSTOM", "--gpus", "4", "--hptune-config", "{inputs}/hptuning_config.yaml"],
 }
 FORMATS = ("vertex", "legacy")
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
-def command_line(name: str, fmt: str) -> list[str]:
-    """The `mlsubmit config` arguments that produce configs/<name>.<fmt>.yaml."""
-    return [*CASES[name], *(arg.format(name=name) for arg in COMMON), "--format", fmt]
+def command_line(name: str, fmt: str, inputs: str = "configs/inputs") -> list[str]:
+    """The `mlsubmit config` arguments that produce configs/<name>.<fmt>.yaml (input files under `inputs`)."""
+    return [*(arg.format(inputs=inputs) for arg in CASES[name]), *(arg.format(name=name) for arg in COMMON),
+            "--format", fmt]
 
 
 def render(name: str, fmt: str) -> str:
@@ -43,7 +48,8 @@ def render(name: str, fmt: str) -> str:
 
     with tempfile.TemporaryDirectory() as scratch:
         target = Path(scratch) / "out.yaml"
-        typer.main.get_command(app).main(["config", *command_line(name, fmt), "-o", str(target)],
+        typer.main.get_command(app).main(["config", *command_line(name, fmt, str(DEFAULT_DIR / "inputs")),
+                                          "-o", str(target)],
                                          prog_name="mlsubmit", standalone_mode=False)
         body = target.read_text(encoding="utf-8")
     return (f"# mlsubmit config {' '.join(command_line(name, fmt))}\n"

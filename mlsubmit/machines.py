@@ -91,8 +91,6 @@ DEFAULT_CPU_MACHINE = "n1-standard-4"  # the legacy `standard` machine's equival
 # n1-standard-32 + 8), i.e. at least 4 vCPUs per GPU to keep the input pipeline ahead of the GPUs.
 DEFAULT_GPU_MACHINE = {1: "n1-standard-8", 2: "n1-standard-8", 4: "n1-standard-16", 8: "n1-standard-32"}
 DEFAULT_RUNTIME_VERSION = "2.11"  # the last runtime version legacy AI Platform Training offered
-DEFAULT_EXECUTOR_TF = "2.17"  # Vertex AI prebuilt training container used when neither is given
-EXECUTOR_IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-{kind}.{major}-{minor}.py310:latest"
 TPU_MACHINE = "cloud-tpu"
 TPU_CORES = 8
 
@@ -186,8 +184,11 @@ def machine(name: str, field_name: str) -> MachineType:
     if found is None:
         raise invalid_value(field_name, name, "a machine type from `mlsubmit config --help` (n1-*, a2-*, "
                             "a3-*, g2-*, cloud-tpu or a legacy type such as complex_model_m_gpu)",
-                            hint=did_you_mean(name, MACHINES))
+                            hint=_TPU_HINT if "tpu" in str(name).lower() else did_you_mean(name, MACHINES))
     return found
+
+
+_TPU_HINT = "a TPU runs on one cloud-tpu worker: --worker-machine-type cloud-tpu --workers 1 (or --tier BASIC_TPU)"
 
 
 def accelerator(name: str, field_name: str) -> Accelerator:
@@ -231,20 +232,6 @@ def vertex_accelerator(machine_type: MachineType, accelerator_type: str, count: 
         if count in allowed_counts(machine_type, substitute):
             return substitute
     return accelerator_type
-
-
-def executor_image(runtime_version: str, gpu: bool) -> str:
-    """The Vertex AI prebuilt TensorFlow training container for a runtime version ("2.11")."""
-    major, _, minor = runtime_version.partition(".")
-    return EXECUTOR_IMAGE.format(kind="gpu" if gpu else "cpu", major=major, minor=minor or "0")
-
-
-def runtime_of_image(image: str) -> str | None:
-    """The runtime version a prebuilt TensorFlow container stands for ("…/tf-gpu.2-11.py310:latest" -> "2.11")."""
-    import re
-
-    found = re.search(r"/tf-(?:cpu|gpu)\.(\d+)-(\d+)\.", image)
-    return f"{found.group(1)}.{found.group(2)}" if found else None
 
 
 def _short_names(names: tuple[str, ...]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlsubmit import machines
+from mlsubmit import images, machines
 from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.spec import LEGACY_JOB_ID, JobSpec, Pool
 from mlsubmit.spec_input import RoleDraft, SpecDraft
@@ -29,11 +29,11 @@ LEGACY_KEYS = {"chief": ("masterType", "masterConfig", None),
                "ps": ("parameterServerType", "parameterServerConfig", "parameterServerCount"),
                "evaluator": ("evaluatorType", "evaluatorConfig", "evaluatorCount")}
 _UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
-_WHY = {"hyperparameters": "hyperparameter tuning is not part of a JobSpec",
-        "imageUri": "custom containers are not supported: mlsubmit runs a Python package",
-        "containerSpec": "custom containers are not supported: mlsubmit runs a Python package",
-        "diskSpec": "mlsubmit uses the default boot disk", "diskConfig": "mlsubmit uses the default boot disk",
-        "pythonVersion": "the runtime or executor image fixes the Python version"}
+_WHY = {"hyperparameters": "hyperparameter tuning is not part of a JobSpec (mlsubmit config writes it as a "
+                           "HyperparameterTuningJob)",
+        "containerArgs": "per-pool container arguments are not part of a JobSpec (trainingInput.args are)",
+        "tpuTfVersion": "Vertex AI picks the TPU software from the executor image"}
+_DISK_KEYS = {"bootDiskType", "bootDiskSizeGb"}
 
 
 # -- forward: legacy AI Platform -------------------------------------------------------------------------------
@@ -43,18 +43,21 @@ def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     document: dict[str, Any] = {"scaleTier": spec.tier}
     for role, pool in spec.pools.items():
         _legacy_accelerator(role, pool)
-        if spec.tier != "CUSTOM":
-            continue
         type_key, config_key, count_key = LEGACY_KEYS[role]
-        if count_key:
-            document[count_key] = str(pool.replica_count)
-        document[type_key] = pool.machine.legacy_name or pool.machine_type
-        if pool.accelerator_type:
-            document[config_key] = {"acceleratorConfig": {"count": str(pool.accelerator_count),
-                                                          "type": pool.accelerator_type}}
+        config = _legacy_replica_config(spec, role)
+        if spec.tier == "CUSTOM":
+            if count_key:
+                document[count_key] = str(pool.replica_count)
+            document[type_key] = pool.machine.legacy_name or pool.machine_type
+            if pool.accelerator_type:
+                config = {"acceleratorConfig": {"count": str(pool.accelerator_count), "type": pool.accelerator_type},
+                          **config}
+        if config:
+            document[config_key] = config
     document["region"] = spec.region
-    document["runtimeVersion"] = _legacy_runtime(spec)
-    document["pythonModule"] = spec.python_module
+    if spec.container_image is None:  # the legacy API took exactly one of runtimeVersion and masterConfig.imageUri
+        document["runtimeVersion"], document["pythonVersion"] = _legacy_runtime(spec)
+        document["pythonModule"] = spec.python_module
     if spec.args:
         document["args"] = list(spec.args)
     if spec.job_dir:
@@ -63,6 +66,8 @@ def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
         document["packageUris"] = list(spec.package_uris)
     if spec.timeout:
         document["scheduling"] = {"maxRunningTime": spec.timeout}
+    if spec.network:
+        document["network"] = spec.network
     return document
 
 
@@ -72,6 +77,37 @@ def reject_env_for_legacy(spec: JobSpec) -> None:
         raise UsageError(f"invalid option for legacy AI Platform: --env {spec.env[0][0]}=…; a legacy job sets no "
                          "environment variables for its Python package, so the trainer would not see them",
                          hint="drop --env, or submit to Vertex AI (pythonPackageSpec.env)")
+
+
+def _legacy_replica_config(spec: JobSpec, role: str) -> dict[str, Any]:
+    """A legacy ReplicaConfig's container and boot disk for `role` (its acceleratorConfig is added by the caller)."""
+    config: dict[str, Any] = {}
+    image = spec.container_image if role == "chief" else dict(spec.pool_images).get(role)
+    if image:
+        config["imageUri"] = image
+    if role == "chief" and spec.container_command:
+        config["containerCommand"] = list(spec.container_command)
+    disk = _boot_disk(spec, role)
+    if disk:
+        config["diskConfig"] = disk
+    return config
+
+
+def _boot_disk(spec: JobSpec, role: str) -> dict[str, Any]:
+    """{bootDiskType, bootDiskSizeGb} of `role`, the same shape in legacy diskConfig and Vertex diskSpec."""
+    for disk_role, disk_type, size in spec.boot_disks:
+        if disk_role == role:
+            return {k: v for k, v in (("bootDiskType", disk_type), ("bootDiskSizeGb", size)) if v is not None}
+    return {}
+
+
+def require_python_package(spec: JobSpec) -> None:
+    """`mlsubmit train` stages and runs a Python package: a custom-container spec is refused, not half-run."""
+    image = spec.container_image or next((image for _, image in spec.pool_images), None)
+    if image:
+        raise UsageError(f"invalid job: mlsubmit train runs a Python package, and this job names the custom "
+                         f"container {image}", hint="create it with `mlsubmit config … -o job.yaml` and `gcloud ai "
+                                                    "custom-jobs create --config job.yaml`, or drop the imageUri")
 
 
 def legacy_config(spec: JobSpec) -> dict[str, Any]:
@@ -106,14 +142,18 @@ def _legacy_accelerator(role: str, pool: Pool) -> None:
                          f"not available on legacy AI Platform; it offers {offered}", hint="use --format vertex")
 
 
-def _legacy_runtime(spec: JobSpec) -> str:
+def _legacy_runtime(spec: JobSpec) -> tuple[str, str]:
+    """(runtimeVersion, pythonVersion): the legacy API required pythonVersion with a runtime version (Python 3.7
+    from runtime 1.15 on, 2.7 before); an executor image stands for its TensorFlow and Python versions."""
     if spec.executor_image is None:
-        return spec.runtime_version or machines.DEFAULT_RUNTIME_VERSION
-    runtime = machines.runtime_of_image(spec.executor_image)
-    if runtime is None:
+        runtime = spec.runtime_version or machines.DEFAULT_RUNTIME_VERSION
+        major, _, minor = runtime.partition(".")
+        return runtime, spec.python_version or ("3.7" if (int(major), int(minor)) >= (1, 15) else "2.7")
+    found = images.runtime_of(spec.executor_image)
+    if found is None:
         raise invalid_value("--executor-image", spec.executor_image, "a Vertex AI prebuilt TensorFlow image to "
                             "express it as a legacy runtime version", hint="pass --runtime-version instead")
-    return runtime
+    return found
 
 
 # -- forward: Vertex AI ---------------------------------------------------------------------------------------
@@ -161,9 +201,16 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
         machine_spec: dict[str, Any] = {"machineType": machine}
         if accelerator:
             machine_spec.update(acceleratorType=accelerator, acceleratorCount=count)
-        specs.append({"machineSpec": machine_spec, "replicaCount": str(replicas),
-                      "pythonPackageSpec": _python_package(spec, gpu=bool(accelerator)
-                                                           and machines.ACCELERATORS[accelerator].kind == "gpu")})
+        pool: dict[str, Any] = {"machineSpec": machine_spec, "replicaCount": str(replicas)}
+        if _boot_disk(spec, role):
+            pool["diskSpec"] = _boot_disk(spec, role)
+        container = _container(spec, role)
+        if container:
+            pool["containerSpec"] = container
+        else:
+            pool["pythonPackageSpec"] = _python_package(
+                spec, kind=machines.ACCELERATORS[accelerator].kind if accelerator else "cpu")
+        specs.append(pool)
     while specs and not specs[-1]:
         specs.pop()
     document: dict[str, Any] = {"workerPoolSpecs": specs}
@@ -171,7 +218,32 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
         document["baseOutputDirectory"] = {"outputUriPrefix": spec.job_dir}
     if spec.timeout:
         document["scheduling"] = {"timeout": spec.timeout}
+    if spec.network:
+        document["network"] = spec.network
     return document
+
+
+def _container(spec: JobSpec, role: str) -> dict[str, Any] | None:
+    """The Vertex containerSpec {imageUri, command, args} of `role`'s pool, or None for a Python package pool."""
+    own = dict(spec.pool_images).get(role)
+    image = own or spec.container_image
+    if not image:
+        return None
+    container: dict[str, Any] = {"imageUri": image}
+    if spec.container_command and image == spec.container_image:
+        container["command"] = list(spec.container_command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    return container
+
+
+def executor_image(spec: JobSpec, kind: str) -> str:
+    """The executorImageUri of a pool whose accelerators are of `kind` ("cpu", "gpu" or "tpu"): the image given,
+    else the TensorFlow image of the runtime (and Python) version from mlsubmit.images."""
+    if spec.executor_image:
+        return spec.executor_image
+    default = images.DEFAULT_TPU_TENSORFLOW if kind == "tpu" else images.DEFAULT_TENSORFLOW
+    return images.tensorflow_image(spec.runtime_version or default, kind, python=spec.python_version).uri
 
 
 def vertex_custom_job(spec: JobSpec) -> dict[str, Any]:
@@ -181,9 +253,8 @@ def vertex_custom_job(spec: JobSpec) -> dict[str, Any]:
     return {"displayName": spec.job_name, "labels": spec.labels_dict, "jobSpec": vertex_job_spec(spec)}
 
 
-def _python_package(spec: JobSpec, gpu: bool) -> dict[str, Any]:
-    image = spec.executor_image or machines.executor_image(spec.runtime_version or machines.DEFAULT_EXECUTOR_TF,
-                                                           gpu)
+def _python_package(spec: JobSpec, kind: str) -> dict[str, Any]:
+    image = executor_image(spec, kind)
     package: dict[str, Any] = {"executorImageUri": image}
     if spec.package_uris:
         package["packageUris"] = list(spec.package_uris)
@@ -208,6 +279,19 @@ def config_document(spec: JobSpec, fmt: str) -> tuple[dict[str, Any], list[str]]
     return vertex_job_spec(spec), notes
 
 
+def vertex_command_comment(spec: JobSpec, command: str = "gcloud ai custom-jobs create") -> str:
+    """A Vertex AI config file has no region (nor display name): the YAML comment line that carries them, naming
+    the command that takes the file."""
+    name = spec.job_name or "NAME"
+    labels = f" --labels {','.join(f'{k}={v}' for k, v in spec.labels)}" if spec.labels else ""
+    return f"# {command} --region {spec.region} --display-name {name}{labels} --config FILE\n"
+
+
+def legacy_command_comment(spec: JobSpec) -> str:
+    """A legacy config file has no job id (gcloud takes it as an argument): the comment line that carries it."""
+    return f"# gcloud ai-platform jobs submit training {_legacy_job_id(spec) or 'JOB'} --config FILE\n"
+
+
 def to_yaml(document: dict[str, Any]) -> str:
     """YAML as gcloud reads it: block style, keys in the order built, int64 counts quoted."""
     import yaml
@@ -222,11 +306,15 @@ def draft_from_legacy(job: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
     training = job.get("trainingInput") or {}
     names: dict[str, str] = {"tier": "trainingInput.scaleTier", "max_runtime": "trainingInput.scheduling"}
     roles: dict[str, RoleDraft] = {}
+    containers = _legacy_containers(training)
     for role, (type_key, config_key, count_key) in LEGACY_KEYS.items():
         config = training.get(config_key) or {}
         accelerator = config.get("acceleratorConfig") or {}
-        notes += _unmapped(config, f"trainingInput.{config_key}.", {"acceleratorConfig"})
+        notes += _unmapped(config, f"trainingInput.{config_key}.",
+                           {"acceleratorConfig", "imageUri", "diskConfig"} | ({"containerCommand"} if role == "chief"
+                                                                               else set()))
         notes += _unmapped(accelerator, f"trainingInput.{config_key}.acceleratorConfig.", {"count", "type"})
+        notes += _unmapped(config.get("diskConfig") or {}, f"trainingInput.{config_key}.diskConfig.", _DISK_KEYS)
         kind = accelerator.get("type")
         roles[role] = RoleDraft(count=training.get(count_key) if count_key else None,
                                 machine_type=training.get(type_key),
@@ -237,18 +325,64 @@ def draft_from_legacy(job: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
                       f"{role}.accelerator_type": f"trainingInput.{config_key}.acceleratorConfig.type"})
         if count_key:
             names[f"{role}.count"] = f"trainingInput.{count_key}"
-    mapped = {"scaleTier", "region", "runtimeVersion", "pythonModule", "args", "jobDir", "packageUris",
-              "scheduling"} | {k for keys in LEGACY_KEYS.values() for k in keys if k}
+    mapped = {"scaleTier", "region", "runtimeVersion", "pythonVersion", "pythonModule", "args", "jobDir",
+              "packageUris", "scheduling", "network"} | {k for keys in LEGACY_KEYS.values() for k in keys if k}
+    if containers:  # a custom container runs its own entrypoint: a package and module have no place
+        notes += [f"trainingInput.{key}: a custom container job runs its image ({containers['chief']}), not a "
+                  f"Python package; not mapped" for key in ("pythonModule", "packageUris") if training.get(key)]
     notes += _unmapped(training, "trainingInput.", mapped)
     scheduling = training.get("scheduling") or {}
     notes += _unmapped(scheduling, "trainingInput.scheduling.", {"maxRunningTime"})
+    roles, tpu_notes = _legacy_tpu_master(training, roles)
     draft = SpecDraft(
         tier=training.get("scaleTier"), **roles, region=training.get("region"),
-        runtime_version=training.get("runtimeVersion"), python_module=training.get("pythonModule"),
+        runtime_version=training.get("runtimeVersion"), python_version=_text(training.get("pythonVersion")),
+        python_module=None if containers else training.get("pythonModule"),
         args=_tuple(training.get("args")), job_dir=training.get("jobDir"), job_name=job.get("jobId"),
-        labels=_labels(job.get("labels")), package_uris=_tuple(training.get("packageUris")),
-        max_runtime=scheduling.get("maxRunningTime"), names=names)
-    return draft, notes
+        labels=_labels(job.get("labels")), package_uris=None if containers else _tuple(training.get("packageUris")),
+        max_runtime=scheduling.get("maxRunningTime"), names=names,
+        container_image=containers.get("chief"),
+        container_command=_tuple((training.get("masterConfig") or {}).get("containerCommand")),
+        pool_images=tuple((r, i) for r, i in containers.items() if r != "chief" and i != containers.get("chief"))
+        or None,
+        boot_disks=_disks({role: (training.get(keys[1]) or {}).get("diskConfig") for role, keys in LEGACY_KEYS.items()}),
+        network=training.get("network"))
+    return draft, notes + tpu_notes
+
+
+def _legacy_containers(training: dict[str, Any]) -> dict[str, str]:
+    """{role: imageUri} of a legacy custom-container job; workers without their own image ran the master's."""
+    images_by_role = {role: (training.get(keys[1]) or {}).get("imageUri") for role, keys in LEGACY_KEYS.items()}
+    chief = images_by_role.get("chief")
+    return {role: image or chief for role, image in images_by_role.items() if image or (chief and role == "chief")}
+
+
+def _legacy_tpu_master(training: dict[str, Any], roles: dict[str, RoleDraft]) -> tuple[dict[str, RoleDraft], list[str]]:
+    """Cloud ML Engine's TPU beta `masterType: standard_tpu` (a master with one Cloud TPU attached) as today's shape:
+    a `standard` master and one cloud_tpu worker with TPU_V2 x 8 (what BASIC_TPU stands for)."""
+    if training.get("masterType") != "standard_tpu":
+        return roles, []
+    if roles["worker"].count not in (None, 0, "0"):
+        raise UsageError("invalid trainingInput.masterType: standard_tpu carries its own Cloud TPU; received "
+                         f"workerCount {roles['worker'].count} too", hint="drop workerCount, or use masterType "
+                         "standard with workerType cloud_tpu and workerCount 1")
+    roles = {**roles, "chief": RoleDraft(machine_type="standard"),
+             "worker": RoleDraft(count="1", machine_type=machines.TPU_MACHINE, accelerator_type=machines.TPU_V2,
+                                 accelerator_count=machines.TPU_CORES)}
+    return roles, ["trainingInput.masterType: standard_tpu (a master with one Cloud TPU, from Cloud ML Engine's TPU "
+                   "beta) becomes masterType standard + one cloud_tpu worker with TPU_V2 x 8"]
+
+
+def _disks(configs: dict[str, Any]) -> tuple[tuple[str, str | None, int | None], ...] | None:
+    """(role, bootDiskType, bootDiskSizeGb) from {role: diskConfig or diskSpec}."""
+    disks = tuple((role, disk.get("bootDiskType"), disk.get("bootDiskSizeGb")) for role, disk in configs.items()
+                  if disk and (disk.get("bootDiskType") or disk.get("bootDiskSizeGb") is not None))
+    return disks or None
+
+
+def _text(value: Any) -> str | None:
+    """YAML reads `pythonVersion: 3.7` as a number: the string the user meant."""
+    return None if value is None else str(value)
 
 
 def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
@@ -272,8 +406,10 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
             continue
         at = f"{prefix}workerPoolSpecs[{index}]"
         machine = pool.get("machineSpec") or {}
-        notes += _unmapped(pool, f"{at}.", {"machineSpec", "replicaCount", "pythonPackageSpec"})
+        notes += _unmapped(pool, f"{at}.", {"machineSpec", "replicaCount", "pythonPackageSpec", "containerSpec",
+                                            "diskSpec"})
         notes += _unmapped(machine, f"{at}.machineSpec.", {"machineType", "acceleratorType", "acceleratorCount"})
+        notes += _unmapped(pool.get("diskSpec") or {}, f"{at}.diskSpec.", _DISK_KEYS)
         kind = machine.get("acceleratorType")
         roles[role] = RoleDraft(count=pool.get("replicaCount", "1"), machine_type=machine.get("machineType"),
                                 accelerator_type=None if kind == _UNSPECIFIED else kind,
@@ -281,7 +417,12 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         names.update({f"{role}.count": f"{at}.replicaCount", f"{role}.machine_type": f"{at}.machineSpec.machineType",
                       f"{role}.accelerator_type": f"{at}.machineSpec.acceleratorType",
                       f"{role}.accelerator_count": f"{at}.machineSpec.acceleratorCount"})
-        if index and _program(pool) != _program(pools[0]):
+        container = pool.get("containerSpec") or {}
+        if index and container:
+            first = pools[0].get("containerSpec") or pools[0].get("pythonPackageSpec") or {}
+            notes += _unmapped(container, f"{at}.containerSpec.", {"imageUri"} | {
+                key for key in ("command", "args") if container.get(key) == first.get(key)})
+        elif index and _program(pool) != _program(pools[0]):
             notes.append(f"{at}.pythonPackageSpec: differs from pool 0; every role runs pool 0's program")
     chief = roles["chief"]
     if chief.machine_type in (machines.TPU_MACHINE, "cloud_tpu"):
@@ -293,37 +434,59 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
     package = pools[0].get("pythonPackageSpec") or {}
     notes += _unmapped(package, f"{prefix}workerPoolSpecs[0].pythonPackageSpec.",
                        {"executorImageUri", "packageUris", "pythonModule", "args", "env"})
+    container = pools[0].get("containerSpec") or {}
+    notes += _unmapped(container, f"{prefix}workerPoolSpecs[0].containerSpec.", {"imageUri", "command", "args"})
+    package = package or {"args": container.get("args")}
+    pool_images = tuple((role, (pool.get("containerSpec") or {})["imageUri"]) for role, pool in
+                        zip(machines.ROLES[1:], pools[1:len(machines.ROLES)]) if pool
+                        and (pool.get("containerSpec") or {}).get("imageUri") not in (None, container.get("imageUri")))
     job_dir = (document.get("baseOutputDirectory") or {}).get("outputUriPrefix")
     args = list(package.get("args") or ())
     env = tuple((str(e.get("name", "")), str(e.get("value", ""))) for e in package.get("env") or ()) or None
     scheduling = document.get("scheduling") or {}
-    notes += _unmapped(document, prefix, {"workerPoolSpecs", "baseOutputDirectory", "scheduling"})
+    notes += _unmapped(document, prefix, {"workerPoolSpecs", "baseOutputDirectory", "scheduling", "network"})
     notes += _unmapped(scheduling, f"{prefix}scheduling.", {"timeout"})
     image, runtime = package.get("executorImageUri"), _prebuilt_runtime(pools)
     draft = SpecDraft(
-        tier="CUSTOM", **roles, runtime_version=runtime, executor_image=None if runtime else image,
+        tier="CUSTOM", **roles, runtime_version=runtime[0] if runtime else None,
+        python_version=runtime[1] if runtime else None, executor_image=None if runtime else image,
         python_module=package.get("pythonModule"), args=tuple(args), job_dir=job_dir, job_name=job_name,
         labels=_labels(labels), package_uris=_tuple(package.get("packageUris")),
-        max_runtime=scheduling.get("timeout"), env=env, names=names)
+        max_runtime=scheduling.get("timeout"), env=env, names=names, container_image=container.get("imageUri"),
+        container_command=_tuple(container.get("command")), pool_images=pool_images or None,
+        boot_disks=_disks({role: pool.get("diskSpec") for role, pool in zip(machines.ROLES, pools) if pool}),
+        network=document.get("network"))
     return draft, notes
 
 
 def _program(pool: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in (pool.get("pythonPackageSpec") or {}).items() if k != "executorImageUri"}
+    container = pool.get("containerSpec") or {}
+    return {k: v for k, v in (pool.get("pythonPackageSpec") or container).items()
+            if k not in ("executorImageUri", "imageUri")}
 
 
-def _prebuilt_runtime(pools: list[dict[str, Any]]) -> str | None:
-    """The runtime version when every pool runs the prebuilt TensorFlow image mlsubmit would pick for it."""
+def _prebuilt_runtime(pools: list[dict[str, Any]]) -> tuple[str, str | None] | None:
+    """(runtime version, Python version or None for the newest) when every Python pool runs the prebuilt
+    TensorFlow image mlsubmit would pick for it; None otherwise."""
     runtimes = set()
     for pool in pools[:len(machines.ROLES)]:
-        if not pool:
+        package = (pool or {}).get("pythonPackageSpec")
+        if not package:
             continue
-        image = (pool.get("pythonPackageSpec") or {}).get("executorImageUri") or ""
-        runtime = machines.runtime_of_image(image)
-        kind = (pool.get("machineSpec") or {}).get("acceleratorType") or ""
-        if runtime is None or image != machines.executor_image(runtime, gpu=kind.startswith("NVIDIA")):
+        image = package.get("executorImageUri") or ""
+        found = images.runtime_of(image)
+        accelerator = machines.ACCELERATORS.get((pool.get("machineSpec") or {}).get("acceleratorType") or "")
+        kind = accelerator.kind if accelerator else "cpu"
+        if found is None:
             return None
-        runtimes.add(runtime)
+        try:
+            chosen = images.tensorflow_image(found[0], kind, python=found[1])
+        except UsageError:
+            return None
+        if image != chosen.uri:
+            return None
+        newest = images.tensorflow_image(found[0], kind)
+        runtimes.add((found[0], None if newest.python == found[1] else found[1]))
     return runtimes.pop() if len(runtimes) == 1 else None
 
 

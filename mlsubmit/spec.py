@@ -45,6 +45,31 @@ def whole_number(value: Any, field: str, minimum: int = 0) -> int:
     return number
 
 
+def _check_prebuilt(image: str, python: str | None) -> None:
+    """An image under a Vertex AI training registry must be one the table knows: a made-up name fails in the
+    cloud only after the queue. A Python version given with an image must be the image's."""
+    from mlsubmit import images
+
+    known = images.find(image)
+    if python is not None and (known is None or known.python != str(python)):
+        has = f"carries Python {known.python}" if known else "fixes its own Python"
+        raise UsageError(f"invalid value for --python-version: received {python!r}; the executor image {image} {has}",
+                         hint="drop --python-version, or use --runtime-version with it")
+    if images.is_prebuilt_path(image) and images.find(image) is None:
+        name = image.rsplit("/", 1)[-1]
+        found = re.match(r"tf-(cpu|gpu|tpu)\.(\d+)-(\d+)", name)
+        hint = None
+        if found:
+            try:
+                images.tensorflow_image(f"{found.group(2)}.{found.group(3)}", found.group(1))
+            except UsageError as err:
+                hint = err.hint
+            else:
+                hint = f"use {images.tensorflow_image(f'{found.group(2)}.{found.group(3)}', found.group(1)).uri}"
+        raise invalid_value("--executor-image", image, "a Vertex AI prebuilt training image that exists (see "
+                            "mlsubmit.images)", hint=hint)
+
+
 @dataclass(frozen=True)
 class Pool:
     """The replicas of one role: how many, on which machine, with which accelerators.
@@ -131,6 +156,11 @@ class JobSpec:
         region, runtime_version, executor_image, python_module, args, job_dir, job_name, labels,
         package_uris, max_runtime_seconds: the program and job settings (None: the API's default).
         env: (NAME, VALUE) environment variables for every replica (Vertex AI `pythonPackageSpec.env`).
+        python_version: the Python of the runtime ("3.7"); picks among a runtime version's images.
+        container_image, container_command: a custom container every pool runs (instead of a Python package).
+        pool_images: (role, image) for pools that run a container of their own.
+        boot_disks: (role, disk type or None, size in GB or None) for pools with a boot disk of their own.
+        network: the VPC network the job is peered with (projects/NUMBER/global/networks/NAME).
         target: "cloud" (job dir and packages must be gs://) or "local".
     """
 
@@ -150,10 +180,16 @@ class JobSpec:
     package_uris: tuple[str, ...] = ()
     max_runtime_seconds: int | None = None
     target: str = "cloud"
+    python_version: str | None = None
+    container_image: str | None = None
+    container_command: tuple[str, ...] = ()
+    pool_images: tuple[tuple[str, str], ...] = ()
+    boot_disks: tuple[tuple[str, str | None, int | None], ...] = ()
+    network: str | None = None
     env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("args", "labels", "package_uris", "env"):
+        for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.target not in TARGETS:
             raise invalid_value("target", self.target, "one of " + ", ".join(TARGETS))
@@ -217,6 +253,25 @@ class JobSpec:
             raise invalid_value("--runtime-version", self.runtime_version, "MAJOR.MINOR such as '2.11'")
         if self.executor_image is not None and not str(self.executor_image).strip():
             raise invalid_value("--executor-image", self.executor_image, "a container image URI")
+        if self.executor_image is not None:
+            _check_prebuilt(str(self.executor_image), self.python_version)
+        if self.python_version is not None and not _RUNTIME.fullmatch(str(self.python_version)):
+            raise invalid_value("--python-version", self.python_version, "MAJOR.MINOR such as '3.7'")
+        if self.container_image is not None:
+            given = [f"{flag} {value}" for flag, value in (("--runtime-version", self.runtime_version),
+                     ("--executor-image", self.executor_image), ("--python-version", self.python_version)) if value]
+            if given or not str(self.container_image).strip():
+                raise UsageError(f"invalid runtime: a custom container ({self.container_image}) fixes the software "
+                                 f"a job runs; received also {', '.join(given) or 'an empty image'}",
+                                 hint="drop the runtime version and Python version, or the container image")
+        for role, image in self.pool_images:
+            if role not in machines.ROLES or not str(image).strip():
+                raise invalid_value("pool image", f"{role}={image}", "a role and a container image URI")
+        for role, disk_type, size in self.boot_disks:
+            if role not in machines.ROLES or disk_type not in (None, "pd-ssd", "pd-standard"):
+                raise invalid_value(f"{ROLE_WORDS.get(role, role)} boot disk type", disk_type, "pd-ssd or pd-standard")
+            if size is not None:
+                whole_number(size, f"{ROLE_WORDS[role]} boot disk size (GB)", minimum=100)
         if not isinstance(self.python_module, str) or not _MODULE.fullmatch(self.python_module):
             raise invalid_value("--python-module", self.python_module, "a dotted module name such as trainer.task")
         for arg in self.args:

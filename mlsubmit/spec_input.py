@@ -57,6 +57,12 @@ class SpecDraft:
     labels: tuple[tuple[str, str], ...] | None = None
     package_uris: tuple[str, ...] | None = None
     max_runtime: Any = None
+    python_version: str | None = None
+    container_image: str | None = None
+    container_command: tuple[str, ...] | None = None
+    pool_images: tuple[tuple[str, str], ...] | None = None
+    boot_disks: tuple[tuple[str, str | None, int | None], ...] | None = None
+    network: str | None = None
     env: tuple[tuple[str, str], ...] | None = None
     names: dict[str, str] = field(default_factory=dict)
 
@@ -82,8 +88,10 @@ def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
     names = dict(base.names)
     if override.tier is not None and override.tier != "CUSTOM":  # a fixed tier replaces the YAML's cluster
         base = dataclasses.replace(base, **{role: RoleDraft() for role in machines.ROLES})
-    if override.runtime_version is not None or override.executor_image is not None:  # one replaces the other
-        base = dataclasses.replace(base, runtime_version=None, executor_image=None)
+    if override.runtime_version is not None or override.executor_image is not None \
+            or override.container_image is not None:  # one replaces the other
+        base = dataclasses.replace(base, runtime_version=None, executor_image=None, container_image=None,
+                                   container_command=None, python_version=None)
     if override.labels is not None and base.labels:  # labels add up, the flag's value winning
         override = dataclasses.replace(override, labels=tuple({**dict(base.labels), **dict(override.labels)}.items()))
     if override.env is not None and base.env:  # so do environment variables
@@ -149,6 +157,10 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
                              f"--tier CUSTOM; received --tier {tier}",
                              hint="use --tier CUSTOM, or drop those options")
     else:
+        if draft.chief.machine_type is None and draft.name("tier", "--tier") == "trainingInput.scaleTier":
+            raise UsageError("invalid trainingInput: scaleTier CUSTOM requires masterType (the legacy API refused "
+                             "such a job); received no masterType",
+                             hint="add masterType (e.g. n1-standard-4) to the YAML, or pass --machine-type")
         pools = _custom_pools(draft)
     labels = draft.labels or ()
     return JobSpec(
@@ -160,7 +172,9 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
         package_uris=tuple(draft.package_uris or ()), env=tuple(draft.env or ()),
         max_runtime_seconds=None if draft.max_runtime is None
         else parse_duration(draft.max_runtime, draft.name("max_runtime", "--max-runtime")),
-        target=target,
+        target=target, python_version=draft.python_version, container_image=draft.container_image,
+        container_command=tuple(draft.container_command or ()), pool_images=tuple(draft.pool_images or ()),
+        boot_disks=tuple(draft.boot_disks or ()), network=draft.network,
     )
 
 
@@ -246,7 +260,13 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
     if not isinstance(document, dict):
         raise invalid_value(f"--config {path}", type(document).__name__, "a YAML mapping (trainingInput: or "
                             "workerPoolSpecs:)")
-    if "trainingInput" in document:
+    from mlsubmit import tuning_requests
+
+    document = tuning_requests.normalize(document)  # discrete values [False, True] are 0 and 1, as gcloud reads them
+    if "trialJobSpec" in document or "studySpec" in document:  # a Vertex HyperparameterTuningJob: its trials' job
+        api, schema = "aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob"
+        reader = tuning_requests.trial_job_draft
+    elif "trainingInput" in document:
         api, schema, reader = "ml.v1", "GoogleCloudMlV1__Job", requests.draft_from_legacy
     elif "jobSpec" in document:
         api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", requests.draft_from_vertex

@@ -22,7 +22,9 @@ def mlsubmit_home() -> Path:
 
 
 def venv_dir_for(packages: Sequence[Path]) -> Path:
-    digests = [hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in packages]
+    from mlsubmit.packaging.sdist import file_sha256
+
+    digests = [file_sha256(path) for path in packages]
     key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
     return mlsubmit_home() / "venvs" / f"{key[:16]}-py{sys.version_info[0]}{sys.version_info[1]}"
 

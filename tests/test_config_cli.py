@@ -71,18 +71,21 @@ def test_output_file_is_written_whole_and_replaced(tmp_path):
 def test_migration_prints_the_document_and_warns_on_stderr(tmp_path):
     old = tmp_path / "old.yaml"
     old.write_text("trainingInput:\n  scaleTier: BASIC_GPU\n  region: us-central1\n  pythonModule: trainer.task\n"
-                   "  hyperparameters: {maxTrials: 2}\n")
+                   "  scheduling: {maxWaitTime: 60s}\n")
     result = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "vertex"])
     assert result.exit_code == 0
     assert yaml.safe_load(result.stdout)["workerPoolSpecs"][0]["machineSpec"] == {
         "machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1}
     assert result.stderr.splitlines() == [
-        "warning: trainingInput.hyperparameters: hyperparameter tuning is not part of a JobSpec; not mapped",
+        "warning: trainingInput.scheduling.maxWaitTime: has no place in a JobSpec; not mapped",
         "warning: chief: n1-standard-8 + 1 NVIDIA_TESLA_K80 becomes n1-standard-8 + 1 NVIDIA_TESLA_T4 on Vertex AI "
         "(NVIDIA_TESLA_K80 reached end of support on Vertex AI)"]
+    assert result.stdout.startswith("# gcloud ai custom-jobs create --region us-central1 --display-name NAME "
+                                    "--config FILE\n")
     back = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "legacy", "--region", "us-east1"])
     assert yaml.safe_load(back.stdout)["trainingInput"] == {"scaleTier": "BASIC_GPU", "region": "us-east1",
-                                                            "runtimeVersion": "2.11", "pythonModule": "trainer.task"}
+                                                            "runtimeVersion": "2.11", "pythonVersion": "3.7",
+                                                            "pythonModule": "trainer.task"}
 
 
 def test_help_states_precedence_and_comes_from_the_table():

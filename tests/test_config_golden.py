@@ -29,7 +29,10 @@ def test_configs_regenerate_byte_for_byte(tmp_path):
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_config_validates_against_the_discovery_schema(path):
     api, schema = SCHEMAS[path.name.split(".")[-2]]
-    assert validate(api, schema, yaml.safe_load(path.read_text())) == []
+    document = yaml.safe_load(path.read_text())
+    if "studySpec" in document:
+        schema = "GoogleCloudAiplatformV1HyperparameterTuningJob"
+    assert validate(api, schema, document) == []
 
 
 def test_a_config_equals_what_the_installed_command_prints():
@@ -46,6 +49,7 @@ def test_a_config_equals_what_the_installed_command_prints():
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.vertex.yaml")), ids=lambda p: p.name)
 def test_vertex_configs_pass_the_job_dir_as_base_output_directory_never_as_an_argument(path):
     document = yaml.safe_load(path.read_text())
+    document = document.get("trialJobSpec", document)  # a tuning job's trials run this CustomJobSpec
     assert document["baseOutputDirectory"]["outputUriPrefix"].startswith("gs://")
     args = [a for pool in document["workerPoolSpecs"] if pool for a in pool["pythonPackageSpec"].get("args", [])]
     assert not any(a.startswith("--job-dir") for a in args)

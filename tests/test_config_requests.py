@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlsubmit import machines, requests
+from mlsubmit import images, machines, requests
 from mlsubmit.discovery import schemas, validate
 from mlsubmit.errors import UsageError
 from mlsubmit.spec import JobSpec, Pool
@@ -55,7 +55,7 @@ def test_legacy_job_body(cluster):
         "workerCount": "2", "workerType": "n1-standard-8",
         "workerConfig": {"acceleratorConfig": {"count": "2", "type": "NVIDIA_TESLA_T4"}},
         "parameterServerCount": "1", "parameterServerType": "n1-standard-4",
-        "region": "us-central1", "runtimeVersion": "2.11", "pythonModule": "trainer.task",
+        "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7", "pythonModule": "trainer.task",
         "args": ["--epochs", "3"], "jobDir": "gs://bkt/census", "packageUris": ["gs://bkt/trainer-0.1.0.tar.gz"],
         "scheduling": {"maxRunningTime": "7200s"}}}
 
@@ -82,21 +82,23 @@ def test_tpu_becomes_pool_0_on_vertex():
     assert len(document["workerPoolSpecs"]) == 1
     assert notes == ["chief: Vertex AI runs the program on the TPU VM (pool 0); the legacy master n1-standard-4 "
                      "is dropped"]
+    assert document["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
+        "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
 
 
 def test_legacy_to_vertex_says_what_could_not_be_mapped():
     legacy = {"jobId": "census_1", "labels": {"team": "ml"}, "trainingInput": {
         "scaleTier": "CUSTOM", "masterType": "complex_model_m_gpu", "workerType": "complex_model_m_gpu",
         "workerCount": "2", "parameterServerType": "large_model", "parameterServerCount": "1",
-        "masterConfig": {"imageUri": "gcr.io/p/img"}, "region": "us-central1", "runtimeVersion": "2.11",
+        "masterConfig": {"tpuTfVersion": "2.11"}, "region": "us-central1", "runtimeVersion": "2.11",
         "pythonVersion": "3.7", "pythonModule": "trainer.task", "jobDir": "gs://bkt/census",
         "scheduling": {"maxRunningTime": "7200s", "maxWaitTime": "60s"}, "hyperparameters": {"maxTrials": 4}}}
     draft, unmapped = requests.draft_from_legacy(legacy)
     assert unmapped == [
-        "trainingInput.masterConfig.imageUri: custom containers are not supported: mlsubmit runs a Python package; "
+        "trainingInput.masterConfig.tpuTfVersion: Vertex AI picks the TPU software from the executor image; "
         "not mapped",
-        "trainingInput.pythonVersion: the runtime or executor image fixes the Python version; not mapped",
-        "trainingInput.hyperparameters: hyperparameter tuning is not part of a JobSpec; not mapped",
+        "trainingInput.hyperparameters: hyperparameter tuning is not part of a JobSpec (mlsubmit config writes it as "
+        "a HyperparameterTuningJob); not mapped",
         "trainingInput.scheduling.maxWaitTime: has no place in a JobSpec; not mapped"]
     spec = build_spec(draft)
     document, notes = requests.config_document(spec, "vertex")
@@ -107,7 +109,7 @@ def test_legacy_to_vertex_says_what_could_not_be_mapped():
     assert notes[0] == ("chief: legacy machine type complex_model_m_gpu becomes n1-standard-16 + 4 NVIDIA_TESLA_T4 "
                         "on Vertex AI (NVIDIA_TESLA_K80 reached end of support on Vertex AI)")
     assert document["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
-        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11.py310:latest"
+        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest"  # pythonVersion 3.7: the Python 3.7 image
     assert requests.legacy_config(spec)["trainingInput"]["masterType"] == "complex_model_m_gpu"
 
 
@@ -118,7 +120,7 @@ def test_vertex_round_trips_through_a_spec(cluster):
     again = build_spec(draft)
     assert requests.vertex_custom_job(again) == document
     # the prebuilt image stands for its TensorFlow version; everything else is the same spec
-    assert again.runtime_version == machines.DEFAULT_EXECUTOR_TF
+    assert again.runtime_version == images.DEFAULT_TENSORFLOW
     assert again.replace(runtime_version=None) == cluster
 
 

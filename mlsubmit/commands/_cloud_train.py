@@ -82,10 +82,16 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"),
                            need=("region",))
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
+    from mlsubmit.tuning_requests import refuse_tuning
+    refuse_tuning(spec_flags.get("config"))
+    from mlsubmit.requests import require_python_package
+    require_python_package(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
     submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path)
     for note in [*notes, *submission.notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
+    for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
+        typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
     if cloud_flags.get("dry_run"):
         _render_dry_run(submission)
         return

@@ -58,7 +58,9 @@ SPEC_OPTIONS: dict[str, Any] = {
                       f"{', '.join(machines.REGIONS)}."),
     "runtime_version": _option("--runtime-version", metavar="X.Y", help="TensorFlow runtime version "
                                f"(default: legacy {machines.DEFAULT_RUNTIME_VERSION}, Vertex AI prebuilt "
-                               f"tf-cpu/tf-gpu {machines.DEFAULT_EXECUTOR_TF})."),
+                               "tf-cpu/tf-gpu 2.17, tf-tpu 2.15)."),
+    "python_version": _option("--python-version", metavar="X.Y", help="Python of the runtime (legacy "
+                              "pythonVersion; on Vertex AI it picks the image, e.g. 2.11 has 3.7 and 3.10)."),
     "executor_image": _option("--executor-image", metavar="URI", help="Vertex AI executor image (instead of "
                               "--runtime-version)."),
     "python_module": _option("--python-module", metavar="MODULE", help="Module to run (default: trainer.task)."),
@@ -136,6 +138,7 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         ps=RoleDraft(count=flags.get("ps"), machine_type=flags.get("ps_machine_type")),
         evaluator=RoleDraft(count=flags.get("evaluators")),
         region=flags.get("region"), runtime_version=flags.get("runtime_version"),
+        python_version=flags.get("python_version"),
         executor_image=flags.get("executor_image"), python_module=flags.get("python_module"),
         args=tuple(flags["trainer_args"]) if flags.get("trainer_args") else None,
         job_dir=flags.get("job_dir"), job_name=flags.get("job_name"),

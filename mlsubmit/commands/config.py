@@ -29,6 +29,10 @@ def config(
                                      "document for `gcloud ai-platform jobs submit training --config`.")] = "vertex",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write here "
                                                    "(atomically) instead of stdout.")] = None,
+    hptune_config: Annotated[Optional[Path], typer.Option("--hptune-config", metavar="FILE", help="A tuning "
+                             "spec (legacy trainingInput.hyperparameters or a Vertex AI studySpec): writes a "
+                             "HyperparameterTuningJob (vertex) or trainingInput.hyperparameters (legacy) over the "
+                             "job. A tuning spec inside --config does the same.")] = None,
 ) -> None:
     """Write a validated job config (YAML) from flags and/or --config FILE; flags override the YAML.
 
@@ -41,14 +45,35 @@ def config(
     if fmt not in FORMATS:
         raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
     spec, notes = spec_from_options(spec_flags)
-    document, conversion_notes = requests.config_document(spec, fmt)
-    text = requests.to_yaml(document)
+    tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)
+    if tuning is None:
+        document, conversion_notes = requests.config_document(spec, fmt)
+        # what the file has no field for (Vertex: region, display name, labels; legacy: the job id) lands here
+        comment = requests.vertex_command_comment(spec) if fmt == "vertex" else requests.legacy_command_comment(spec)
+    else:
+        from mlsubmit import tuning_requests
+
+        notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")] + tuning_notes
+        document, conversion_notes = tuning_requests.config_document(tuning, spec, fmt)
+        comment = tuning_requests.command_comment(spec, fmt)
+    text = comment + requests.to_yaml(document)
     for note in notes + conversion_notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomically(output, text)
+
+
+def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) -> tuple[Any, list[str]]:
+    """The tuning spec of `--hptune-config` (which wins), else the one inside `--config`, and its notes."""
+    if hptune_config is None and not config:
+        return None, []
+    from mlsubmit import tuning_requests
+
+    if hptune_config is not None:
+        return tuning_requests.read_file(hptune_config, only_tuning=True)
+    return tuning_requests.read_file(config, only_tuning=False)
 
 
 def write_atomically(path: Path, text: str) -> None:

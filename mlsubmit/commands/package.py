@@ -13,9 +13,8 @@ _OUTPUTS = ("text", "json")
 
 
 def _warn_secrets(excluded) -> None:
-    for item in excluded:
-        typer.secho(f"warning: left out {item.path}: {item.reason} (credentials never go into a package)",
-                    fg="yellow", err=True)
+    for item in excluded:  # credentials, and links that leave the package
+        typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
 
 
 def _render_dry_run(result, output: str) -> None:

@@ -65,6 +65,10 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     from mlsubmit.local_run import run_local
 
     spec, notes = spec_from_options(spec_flags, target="local")
+    from mlsubmit.tuning_requests import refuse_tuning
+    refuse_tuning(spec_flags.get("config"))
+    from mlsubmit.requests import require_python_package
+    require_python_package(spec)
     for note in notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")

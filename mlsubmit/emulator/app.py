@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlsubmit.emulator import legacy, logging_api, vertex
+from mlsubmit.emulator import hp_tuning, legacy, logging_api, vertex
 from mlsubmit.emulator.errors import field_error, not_found
 from mlsubmit.emulator.executor import Executor
 from mlsubmit.emulator.faults import Faults
@@ -41,6 +41,7 @@ class Emulator:
         router = Router()
         vertex.register(router, self)
         legacy.register(router, self)
+        self.hp_tuning = hp_tuning.register(router, self)
         logging_api.register(router, self)
         self._register_admin(router)
         self.server = EmulatorServer(port, router, self.faults)
@@ -64,6 +65,7 @@ class Emulator:
         """Stop serving, stop every replica (running jobs end FAILED, saying why) and close the store."""
         self.server.shutdown()
         self.server.server_close()
+        self.hp_tuning.stop()
         self.executor.stop()
         self.store.close()
 

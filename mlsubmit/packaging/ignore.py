@@ -6,7 +6,8 @@ deeper file overrides a shallower one, a later pattern overrides an earlier one,
 inside an excluded directory can be re-included. `.mlsubmitignore` is read after `.gitignore` in the same
 directory, so it can override it. Ignore files are read from the package directory, its subdirectories and
 its ancestors up to the root of the enclosing git work tree (or the package's parent when there is none).
-Credentials are a separate filter (`credentials.py`) that no ignore file can switch off.
+The walk that applies them is `selection.py`; credentials are a separate filter (`credentials.py`) that no ignore
+file can switch off.
 """
 
 from __future__ import annotations
@@ -136,16 +137,16 @@ def ignored_by(path: str, is_dir: bool, files: list[IgnoreFile]) -> str | None:
     return decision.source if decision is not None and not decision.negate else None
 
 
-def _always_excluded(entry: os.DirEntry, is_dir: bool) -> str | None:
-    name = entry.name
+def always_excluded(name: str, path: str, is_dir: bool) -> str | None:
+    """Why the file or directory `name` (at `path`) never goes into a package, whatever the ignore files say."""
     if is_dir:
         if name in _ALWAYS_EXCLUDED_DIRS:
             return _ALWAYS_EXCLUDED_DIRS[name]
         if name.endswith(".egg-info"):
             return "build output"
-        if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+        if os.path.exists(os.path.join(path, "pyvenv.cfg")):
             return "virtual environment"
-        if name in _EXCLUDED_UNLESS_PACKAGE and not os.path.exists(os.path.join(entry.path, "__init__.py")):
+        if name in _EXCLUDED_UNLESS_PACKAGE and not os.path.exists(os.path.join(path, "__init__.py")):
             return _EXCLUDED_UNLESS_PACKAGE[name]
         return None
     return _EXCLUDED_FILE_NAMES.get(name) or _EXCLUDED_FILE_SUFFIXES.get(os.path.splitext(name)[1])
@@ -159,7 +160,8 @@ def ignore_root(package_dir: Path) -> Path:
     return package_dir.parent
 
 
-def _load_dir(directory: Path, root: Path, files: list[IgnoreFile]) -> list[IgnoreFile]:
+def load_dir(directory: Path, root: Path, files: list[IgnoreFile]) -> list[IgnoreFile]:
+    """`files` plus the ignore files found in `directory` (which lies under `root`)."""
     base = directory.relative_to(root).as_posix()
     base = "" if base == "." else base
     found = [read_ignore_file(directory / name, base, f"{base + '/' if base else ''}{name}")
@@ -168,44 +170,10 @@ def _load_dir(directory: Path, root: Path, files: list[IgnoreFile]) -> list[Igno
 
 
 def walk(package_dir: Path) -> tuple[list[tuple[str, Path]], list[Skipped]]:
-    """Files of `package_dir` that belong in a package, as sorted (path relative to the package's parent,
-    file) pairs, and what was left out. Symbolic links are followed (cycles are cut)."""
-    package_dir = package_dir.resolve()
-    root = ignore_root(package_dir)
-    files: list[IgnoreFile] = []
-    for ancestor in reversed([package_dir.parent, *package_dir.parent.parents]):
-        if ancestor == root or root in ancestor.parents:
-            files = _load_dir(ancestor, root, files)
-    kept: list[tuple[str, Path]] = []
-    skipped: list[Skipped] = []
-    seen_dirs: set[str] = set()
-    prefix = package_dir.parent
+    """The files `selection.select_files` lets into a package, as sorted (path relative to the package's parent,
+    real file) pairs, and what the rules left out. Credentials and links that leave the directory are never
+    among them (`select_files` also says which those were)."""
+    from mlsubmit.packaging.selection import select_files  # (selection builds on this module)
 
-    def visit(directory: Path, inherited: list[IgnoreFile]) -> None:
-        real = os.path.realpath(directory)
-        if real in seen_dirs:
-            skipped.append(Skipped(directory.relative_to(prefix).as_posix() + "/", "symbolic-link cycle"))
-            return
-        seen_dirs.add(real)
-        rules = _load_dir(directory, root, inherited)
-        with os.scandir(directory) as entries:
-            ordered = sorted(entries, key=lambda e: e.name)
-        for entry in ordered:
-            is_dir = entry.is_dir()
-            if not is_dir and not entry.is_file():
-                continue  # sockets, broken links, devices
-            rel = Path(entry.path).relative_to(prefix).as_posix()
-            reason = _always_excluded(entry, is_dir)
-            if reason is None:
-                source = ignored_by(Path(entry.path).relative_to(root).as_posix(), is_dir, rules)
-                reason = f"ignored by {source}" if source else None
-            if reason is not None:
-                skipped.append(Skipped(rel + ("/" if is_dir else ""), reason))
-            elif is_dir:
-                visit(Path(entry.path), rules)
-            else:
-                kept.append((rel, Path(entry.path)))
-
-    visit(package_dir, files)
-    return sorted(kept), skipped
-
+    selection = select_files(Path(package_dir).resolve())
+    return [(f.path, f.source) for f in selection.files], list(selection.skipped)

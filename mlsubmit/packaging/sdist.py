@@ -3,17 +3,20 @@
 Entries are sorted; every entry has the same mtime (SOURCE_DATE_EPOCH, else 1980-01-01), owner 0:0 with empty
 owner names, and mode 0644 (0755 for files executable in the source); gzip is written with mtime 0 and no file
 name. The archive holds `<name>-<version>/` with PKG-INFO, a generated setup.py and pyproject.toml
-(`generated.py`), and the package's files (`ignore.py`), minus credentials (`credentials.py`).
+(`generated.py`), and the package's files as `selection.py` chose them (nothing outside the package directory,
+no credentials). Files are streamed into the archive and the hash, so memory stays flat for any file size.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gzip
 import hashlib
 import io
 import os
 import shutil
+import stat
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,29 +26,13 @@ from typing import BinaryIO
 
 from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.packaging import generated
-from mlsubmit.packaging.credentials import credential_reason
-from mlsubmit.packaging.ignore import Skipped, walk
+from mlsubmit.packaging.credentials import CHUNK, ContentScan
+from mlsubmit.packaging.ignore import Skipped
+from mlsubmit.packaging.selection import (ExcludedFile, PackageFile, is_inside, select_files, signature,
+                                          unreadable)
 from mlsubmit.packaging.setup_meta import ProjectMetadata, default_metadata, read_setup_py
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip (wheel) can hold
-
-
-@dataclass(frozen=True)
-class PackageFile:
-    """One file of the package: its path relative to the package's parent (`trainer/task.py`)."""
-
-    path: str
-    source: Path
-    size: int
-    executable: bool
-
-
-@dataclass(frozen=True)
-class ExcludedFile:
-    """A file kept out of the package because it looks like a credential."""
-
-    path: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -56,7 +43,7 @@ class SdistPlan:
     package: str
     package_dir: Path
     files: tuple[PackageFile, ...]
-    excluded_secrets: tuple[ExcludedFile, ...]
+    excluded_secrets: tuple[ExcludedFile, ...]  # credentials, and links that leave the package: each is warned
     skipped: tuple[Skipped, ...]
 
     @property
@@ -103,7 +90,12 @@ def _package_dir(package_path: str | os.PathLike) -> Path:
                             hint="it does not exist; pass the trainer package's directory, e.g. --package-path trainer")
     if not path.is_dir():
         raise invalid_value("--package-path", str(package_path), allowed, hint="it is a file, not a directory")
-    if not (path / "__init__.py").is_file():
+    try:
+        has_init = (path / "__init__.py").is_file()
+    except OSError as err:  # a directory that cannot be searched
+        raise unreadable(str(package_path), err, hint="make it readable (chmod) or pass another --package-path") \
+            from None
+    if not has_init:
         raise invalid_value("--package-path", str(package_path), allowed,
                             hint=f"it has no __init__.py; create an empty {path / '__init__.py'}")
     path = path.resolve()
@@ -138,20 +130,17 @@ def plan_sdist(package_path: str | os.PathLike, setup_py: str | os.PathLike | No
     """
     package_dir = _package_dir(package_path)
     metadata = _metadata(package_dir, setup_py)
-    kept, skipped = walk(package_dir)
-    files, secrets = [], []
-    for rel, source in kept:
-        reason = credential_reason(source)
-        if reason is not None:
-            secrets.append(ExcludedFile(rel, reason))
-            continue
-        stat = source.stat()
-        files.append(PackageFile(rel, source, stat.st_size, bool(stat.st_mode & 0o111)))
+    selection = select_files(package_dir)
+    files = selection.files
     init = f"{package_dir.name}/__init__.py"
     if init not in {f.path for f in files}:
+        excluded = {item.path: item.reason for item in selection.excluded}
+        if init in excluded:
+            raise UsageError(f"{init} cannot go into the package: {excluded[init]}",
+                             hint="make it a plain file inside the package directory")
         raise UsageError(f"the ignore rules leave {init} out of the package",
                          hint="remove the pattern that matches it from .gitignore / .mlsubmitignore")
-    return SdistPlan(metadata, package_dir.name, package_dir, tuple(files), tuple(secrets), tuple(skipped))
+    return SdistPlan(metadata, package_dir.name, package_dir, files, selection.excluded, selection.skipped)
 
 
 class _DigestWriter:
@@ -172,22 +161,82 @@ class _DigestWriter:
             self.target.flush()
 
 
+class _ScannedReader:
+    """Reads a package file into the archive; when the file changed after its content was scanned, scans the very
+    bytes that go in, so a file that turned into a credential meanwhile is caught."""
+
+    def __init__(self, handle: BinaryIO, name: str, changed: bool):
+        self.handle, self.scan = handle, ContentScan(name) if changed else None
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        if self.scan is not None:
+            self.scan.feed(data)
+        return data
+
+    @property
+    def reason(self) -> str | None:
+        return self.scan.reason if self.scan is not None else None
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file, read in chunks (memory stays flat for any size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _open_selected(plan: SdistPlan, f: PackageFile) -> tuple[BinaryIO, os.stat_result]:
+    """Open a selected file without following links, checking it is still a regular file inside the package."""
+    changed = UsageError(f"{f.path} changed while it was being packaged", hint="run the command again")
+    if not is_inside(os.path.realpath(f.source), str(plan.package_dir)):
+        raise changed
+    try:
+        fd = os.open(f.source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise (changed if err.errno in (errno.ELOOP, errno.ENOENT) else unreadable(f.path, err)) from None
+    handle = os.fdopen(fd, "rb")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        handle.close()
+        raise changed
+    return handle, info
+
+
 def _write_archive(plan: SdistPlan, out: BinaryIO) -> tuple[str, ...]:
+    """Write the archive into `out`, streaming every file (memory stays flat whatever the files' sizes)."""
     epoch = _epoch()
-    entries: dict[str, tuple[bytes | Path, int]] = {
-        name: (text.encode(), 0o644) for name, text in plan.generated_files().items()}
-    for f in plan.files:
-        entries[f.path] = (f.source, 0o755 if f.executable else 0o644)
+    entries: dict[str, PackageFile | bytes] = {name: text.encode() for name, text in plan.generated_files().items()}
+    entries.update({f.path: f for f in plan.files})
+
+    def member(name: str, size: int, mode: int) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(f"{plan.root}/{name}")
+        info.size, info.mtime, info.mode = size, epoch, mode
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
     with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        with tarfile.TarFile(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, copybufsize=CHUNK) as tar:
             for name in sorted(entries):
-                content, mode = entries[name]
-                data = content if isinstance(content, bytes) else content.read_bytes()
-                info = tarfile.TarInfo(f"{plan.root}/{name}")
-                info.size, info.mtime, info.mode = len(data), epoch, mode
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                tar.addfile(info, io.BytesIO(data))
+                content = entries[name]
+                if isinstance(content, bytes):
+                    tar.addfile(member(name, len(content), 0o644), io.BytesIO(content))
+                    continue
+                handle, info = _open_selected(plan, content)
+                with handle:
+                    reader = _ScannedReader(handle, Path(name).name, signature(info) != content.signature)
+                    try:
+                        tar.addfile(member(name, info.st_size, 0o755 if content.executable else 0o644), reader)
+                    except OSError as err:  # shorter than its size said, or unreadable now
+                        raise UsageError(f"{content.path} changed or could not be read while it was being "
+                                         f"packaged ({err})", hint="run the command again") from None
+                if reader.reason is not None:
+                    raise UsageError(f"{content.path} changed while it was being packaged and now looks like a "
+                                     f"credential ({reader.reason}); nothing was written",
+                                     hint="remove the credential from the package directory")
     return tuple(sorted(entries))
 
 

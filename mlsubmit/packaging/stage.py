@@ -7,13 +7,12 @@ create-only, skip when identical, checksum verified, retried — are `mlsubmit.s
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit import storage
 from mlsubmit.errors import OperationFailed, invalid_value
-from mlsubmit.packaging.sdist import Sdist
+from mlsubmit.packaging.sdist import Sdist, file_sha256
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def stage(sdist: Sdist, destination: str, *, retry: storage.RetryPolicy | None =
         OperationFailed: the sdist changed since it was built, or the upload failed after retries (exit 1).
     """
     uri = package_uri(sdist, destination)
-    digest = hashlib.sha256(sdist.path.read_bytes()).hexdigest()
+    digest = file_sha256(sdist.path)
     if digest != sdist.sha256:
         raise OperationFailed(f"{sdist.path} changed since it was built (sha256 {digest[:12]}…, expected "
                               f"{sdist.sha256[:12]}…)", hint="build it again")

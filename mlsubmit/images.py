@@ -1,0 +1,224 @@
+"""The one table of Vertex AI prebuilt training images, and the lookups that pick one.
+
+Each entry is a real image of `us-docker.pkg.dev/vertex-ai/training/` (the same images are served from
+`europe-docker.pkg.dev` and `asia-docker.pkg.dev`), with its Python version and the framework packages it carries.
+A legacy `runtimeVersion` ("2.11") + `pythonVersion` ("3.7") maps through this table to the TensorFlow image of that
+version; a version with no image is one line naming the nearest that exists. Pure data plus small lookups.
+
+Facts and their sources:
+- Names, framework versions, Python versions, CUDA and accelerator kind: the Vertex AI page "Prebuilt containers
+  for custom training" (cloud.google.com/vertex-ai/docs/training/pre-built-containers; its 2026 copy lives at
+  docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/pre-built-containers). The
+  naming changed over time: `tf-cpu.2-6` (Python 3.7) before `tf-cpu.2-8.py310`; 2.8, 2.9 and 2.11 exist in both
+  spellings; there is no TensorFlow 2.10 or 2.0 training image; TPU images are `tf-tpu.2-15.cp310` and
+  `tf-tpu.2-12` (Python 3.8), PyTorch's are `pytorch-xla` (CPU), `pytorch-gpu` and `pytorch-tpu.*.cp310`.
+- Pins of TensorFlow images: TensorFlow's own wheel metadata (`Requires-Dist` of tensorflow X.Y.last on PyPI,
+  read with `pip install --dry-run --no-deps --report`), e.g. tensorflow 2.17.1 requires `tensorboard<2.18,>=2.17`,
+  `keras>=3.2.0`, `protobuf<5.0.0dev,>=3.20.3` and `numpy<2.0.0,>=1.23.5`. Where the page lists the exact
+  version an image ships (numpy in the 1.15 and 2.1-2.4 images, every package of scikit-learn/XGBoost images),
+  that version is the pin. `tf-keras` is not a TensorFlow requirement: for TensorFlow 2.16+ the entry names the
+  tf-keras release made for that TensorFlow (tf-keras 2.17.0 requires `tensorflow<2.18,>=2.17`), which Keras-2
+  code (`TF_USE_LEGACY_KERAS=1`) needs installed on top.
+- Python of the TensorFlow wheels agrees: tensorflow 2.12+ requires Python >= 3.8, 2.14+ >= 3.9.
+
+Example:
+    >>> tensorflow_image("2.11", "gpu", python="3.7").uri
+    'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mlsubmit.errors import UsageError
+
+REGISTRY = "us-docker.pkg.dev/vertex-ai/training/"
+MIRRORS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
+DEFAULT_TENSORFLOW = "2.17"  # a Vertex AI job that names neither --runtime-version nor --executor-image
+DEFAULT_TPU_TENSORFLOW = "2.15"  # the newest TensorFlow TPU training image
+ACCELERATORS = ("cpu", "gpu", "tpu")
+
+
+@dataclass(frozen=True)
+class Image:
+    """One prebuilt training image.
+
+    Attributes:
+        name: the image's path under the registry without the tag ("tf-cpu.2-17.py310").
+        framework: "tensorflow", "pytorch", "scikit-learn" or "xgboost".
+        version: the framework's MAJOR.MINOR ("2.17").
+        accelerator: "cpu", "gpu" or "tpu".
+        python: the image's Python MAJOR.MINOR ("3.10").
+        pins: (package, requirement) for the framework packages it carries, e.g. ("tensorboard", ">=2.17,<2.18").
+    """
+
+    name: str
+    framework: str
+    version: str
+    accelerator: str
+    python: str
+    pins: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def uri(self) -> str:
+        return f"{REGISTRY}{self.name}:latest"
+
+    def pin(self, package: str) -> str | None:
+        """The requirement this image carries for `package` ("keras" -> ">=3.2.0"), or None."""
+        return dict(self.pins).get(package)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.framework} {self.version}, Python {self.python})"
+
+
+_PB5 = "!=4.21.0,!=4.21.1,!=4.21.2,!=4.21.3,!=4.21.4,!=4.21.5,<5.0.0dev,>=3.20.3"
+# TensorFlow version -> (python versions with an image, requirement pins from tensorflow X.Y.last's metadata)
+_TENSORFLOW: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "2.17": (("3.10",), {"tensorflow": "==2.17.*", "keras": ">=3.2.0", "tf-keras": "==2.17.*",
+                         "tensorboard": ">=2.17,<2.18", "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+    "2.16": (("3.10",), {"tensorflow": "==2.16.*", "keras": ">=3.0.0", "tf-keras": "==2.16.*",
+                         "tensorboard": ">=2.16,<2.17", "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+    "2.15": (("3.10",), {"tensorflow": "==2.15.*", "keras": ">=2.15.0,<2.16", "tensorboard": ">=2.15,<2.16",
+                         "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+    "2.14": (("3.10",), {"tensorflow": "==2.14.*", "keras": ">=2.14.0,<2.15", "tensorboard": ">=2.14,<2.15",
+                         "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+    "2.13": (("3.10",), {"tensorflow": "==2.13.*", "keras": ">=2.13.1,<2.14", "tensorboard": ">=2.13,<2.14",
+                         "protobuf": _PB5, "numpy": ">=1.22,<=1.24.3"}),
+    "2.12": (("3.10",), {"tensorflow": "==2.12.*", "keras": ">=2.12.0,<2.13", "tensorboard": ">=2.12,<2.13",
+                         "protobuf": _PB5, "numpy": ">=1.22,<=1.24.3"}),
+    "2.11": (("3.10", "3.7"), {"tensorflow": "==2.11.*", "keras": ">=2.11.0,<2.12", "tensorboard": ">=2.11,<2.12",
+                               "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.20"}),
+    "2.9": (("3.10", "3.7"), {"tensorflow": "==2.9.*", "keras": ">=2.9.0rc0,<2.10.0", "tensorboard": ">=2.9,<2.10",
+                              "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.20"}),
+    "2.8": (("3.10", "3.7"), {"tensorflow": "==2.8.*", "keras": ">=2.8.0rc0,<2.9", "tensorboard": ">=2.8,<2.9",
+                              "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.20"}),
+    "2.7": (("3.7",), {"tensorflow": "==2.7.*", "keras": ">=2.7.0rc0,<2.8", "tensorboard": "~=2.6",
+                       "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.14.5"}),
+    "2.6": (("3.7",), {"tensorflow": "==2.6.*", "keras": ">=2.6.0,<2.7", "tensorboard": ">=2.6.0,<2.7",
+                       "protobuf": ">=3.9.2,<3.20", "numpy": "~=1.19.2"}),
+    "2.5": (("3.7",), {"tensorflow": "==2.5.*", "keras-nightly": "~=2.5.0.dev", "tensorboard": "~=2.5",
+                       "protobuf": ">=3.9.2", "numpy": "~=1.19.2"}),
+    "2.4": (("3.7",), {"tensorflow": "==2.4.*", "tensorboard": "~=2.4", "protobuf": ">=3.9.2", "numpy": "==1.19.4"}),
+    "2.3": (("3.7",), {"tensorflow": "==2.3.*", "tensorboard": ">=2.3.0,<3", "protobuf": ">=3.9.2",
+                       "numpy": "==1.18.5"}),
+    "2.2": (("3.7",), {"tensorflow": "==2.2.*", "tensorboard": ">=2.2.0,<2.3.0", "protobuf": ">=3.8.0",
+                       "numpy": "==1.18.5"}),
+    "2.1": (("3.7",), {"tensorflow": "==2.1.0", "tensorboard": ">=2.1.0,<2.2.0", "protobuf": ">=3.8.0",
+                       "numpy": "==1.18.0"}),
+    "1.15": (("3.7",), {"tensorflow": "==1.15.0", "tensorboard": ">=1.15.0,<1.16.0", "protobuf": ">=3.6.1",
+                        "numpy": "==1.16.5"}),
+}
+_TPU = {"2.15": ("tf-tpu.2-15.cp310", "3.10"), "2.12": ("tf-tpu.2-12", "3.8")}
+
+
+def _tensorflow_images() -> list[Image]:
+    images = []
+    for version, (pythons, pins) in _TENSORFLOW.items():
+        major, minor = version.split(".")
+        pinned = tuple(pins.items())
+        for python in pythons:
+            suffix = ".py310" if python == "3.10" else ""
+            images += [Image(f"tf-{kind}.{major}-{minor}{suffix}", "tensorflow", version, kind, python, pinned)
+                       for kind in ("cpu", "gpu")]
+        if version in _TPU:
+            name, python = _TPU[version]
+            images.append(Image(name, "tensorflow", version, "tpu", python, pinned))
+    return images
+
+
+_SKLEARN_16 = (("scikit-learn", "==1.6.1"), ("numpy", "==1.26.4"), ("xgboost", "==2.1.3"))
+_SKLEARN_10 = (("scikit-learn", "==1.0"), ("numpy", "==1.18.5"), ("xgboost", "==1.6.2"))
+IMAGES: tuple[Image, ...] = (*_tensorflow_images(),
+    Image("pytorch-xla.2-4.py310", "pytorch", "2.4", "cpu", "3.10", (("torch", "==2.4.*"),)),
+    Image("pytorch-gpu.2-4.py310", "pytorch", "2.4", "gpu", "3.10", (("torch", "==2.4.*"),)),
+    Image("pytorch-xla.2-3.py310", "pytorch", "2.3", "cpu", "3.10", (("torch", "==2.3.*"),)),
+    Image("pytorch-gpu.2-3.py310", "pytorch", "2.3", "gpu", "3.10", (("torch", "==2.3.*"),)),
+    Image("pytorch-xla.2-2.py310", "pytorch", "2.2", "cpu", "3.10", (("torch", "==2.2.*"),)),
+    Image("pytorch-gpu.2-2.py310", "pytorch", "2.2", "gpu", "3.10", (("torch", "==2.2.*"),)),
+    Image("pytorch-tpu.2-2.cp310", "pytorch", "2.2", "tpu", "3.10", (("torch", "==2.2.*"),)),
+    Image("sklearn-cpu.1-6", "scikit-learn", "1.6", "cpu", "3.10", _SKLEARN_16),
+    Image("sklearn-gpu.1-6", "scikit-learn", "1.6", "gpu", "3.10", _SKLEARN_16),
+    Image("sklearn-cpu.1-0", "scikit-learn", "1.0", "cpu", "3.10", _SKLEARN_10),
+    Image("sklearn-gpu.1-0", "scikit-learn", "1.0", "gpu", "3.10", _SKLEARN_10),
+    Image("xgboost-cpu.2-1", "xgboost", "2.1", "cpu", "3.10", (("xgboost", "==2.1.3"), ("numpy", "==1.26.4"))),
+    Image("xgboost-gpu.2-1", "xgboost", "2.1", "gpu", "3.10", (("xgboost", "==2.1.3"), ("numpy", "==1.26.4"))),
+    Image("xgboost-cpu.1-6", "xgboost", "1.6", "cpu", "3.10", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
+    Image("xgboost-gpu.1-6", "xgboost", "1.6", "gpu", "3.10", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
+)
+_BY_NAME = {image.name: image for image in IMAGES}
+_URI = re.compile(r"(?:https://)?(?P<host>[a-z]+-docker\.pkg\.dev)/vertex-ai/training/(?P<name>[^:@]+)(?::latest)?")
+
+
+def find(uri: str) -> Image | None:
+    """The table's entry for a prebuilt image URI (any of the three registries, with or without `:latest`)."""
+    found = _URI.fullmatch(str(uri).strip())
+    if not found or found.group("host") not in MIRRORS:
+        return None
+    return _BY_NAME.get(found.group("name"))
+
+
+def is_prebuilt_path(uri: str) -> bool:
+    """True for any URI under a Vertex AI training registry path, whether the table knows the image or not."""
+    found = _URI.fullmatch(str(uri).strip())
+    return bool(found and found.group("host") in MIRRORS)
+
+
+def _key(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor or 0)
+
+
+def tensorflow_versions(accelerator: str = "cpu") -> list[str]:
+    """TensorFlow versions that have an image for this accelerator, oldest first."""
+    return sorted({i.version for i in IMAGES if i.framework == "tensorflow" and i.accelerator == accelerator},
+                  key=_key)
+
+
+def tensorflow_image(version: str, accelerator: str = "cpu", *, python: str | None = None,
+                     field: str = "--runtime-version", python_field: str = "--python-version") -> Image:
+    """The TensorFlow training image for a runtime version ("2.11"), accelerator and optional Python version.
+
+    Without `python`, the image with the newest Python for that version (tf-cpu.2-11.py310 before tf-cpu.2-11).
+    Raises:
+        UsageError: one line naming the nearest version (or Python) that has an image.
+    """
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator {accelerator!r} not in {ACCELERATORS}")
+    version = str(version).strip()
+    candidates = [i for i in IMAGES if i.framework == "tensorflow" and i.accelerator == accelerator
+                  and i.version == version]
+    if not candidates:
+        kind = {"cpu": "CPU", "gpu": "GPU", "tpu": "TPU"}[accelerator]
+        raise UsageError(f"invalid value for {field}: received {version!r}; Vertex AI has no prebuilt TensorFlow "
+                         f"{version} {kind} training image", hint=_nearest_hint(version, accelerator, field))
+    if python is None:
+        return max(candidates, key=lambda i: _key(i.python))
+    for image in candidates:
+        if image.python == str(python).strip():
+            return image
+    offered = ", ".join(i.python for i in candidates)
+    raise UsageError(f"invalid value for {python_field}: received {python!r}; the TensorFlow {version} "
+                     f"{accelerator.upper()} image has Python {offered}",
+                     hint=f"use {python_field} {candidates[0].python}")
+
+
+def _nearest_hint(version: str, accelerator: str, field: str) -> str:
+    versions = tensorflow_versions(accelerator)
+    try:
+        wanted = _key(version)
+    except ValueError:
+        return "versions with an image: " + ", ".join(versions)
+    below = [v for v in versions if _key(v) < wanted]
+    above = [v for v in versions if _key(v) > wanted]
+    nearest = [v for v in (below[-1] if below else None, above[0] if above else None) if v]
+    named = " or ".join(f"{field} {v}" for v in nearest)
+    return f"nearest with an image: {named}"
+
+
+def runtime_of(uri: str) -> tuple[str, str] | None:
+    """(TensorFlow version, Python version) of a prebuilt TensorFlow image URI, or None for any other image."""
+    image = find(uri)
+    if image is None or image.framework != "tensorflow":
+        return None
+    return image.version, image.python

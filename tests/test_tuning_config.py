@@ -1,0 +1,202 @@
+"""Hyperparameter tuning specs: legacy trainingInput.hyperparameters <-> Vertex AI HyperparameterTuningJob through
+`mlsubmit config`, exact documents, schema-valid, accepted by the real gcloud, and one-line errors for bad specs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mlsubmit.cli import app
+from mlsubmit.discovery import validate
+
+CUSTOM_GPU_TUNING = """\
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-8
+  masterConfig:
+    acceleratorConfig: {count: 2, type: NVIDIA_TESLA_T4}
+  runtimeVersion: "2.11"
+  pythonVersion: "3.7"
+  region: europe-west4
+  pythonModule: trainer.task
+  packageUris: [gs://bkt/trainer-0.1.0.tar.gz]
+  args: [--model, dense]
+  hyperparameters:
+    goal: MINIMIZE
+    hyperparameterMetricTag: val_loss
+    maxTrials: 6
+    maxParallelTrials: 3
+    maxFailedTrials: 2
+    algorithm: RANDOM_SEARCH
+    resumePreviousJobId: census_hp_1
+    params:
+    - {parameterName: learning-rate, type: DOUBLE, minValue: 0.001, maxValue: 0.1, scaleType: UNIT_REVERSE_LOG_SCALE}
+    - {parameterName: batch-norm, type: DISCRETE, discreteValues: [False, True]}
+    - {parameterName: units, type: INTEGER, minValue: 16, maxValue: 256, scaleType: UNIT_LOG_SCALE}
+"""
+STUDY = {
+    "metrics": [{"metricId": "val_loss", "goal": "MINIMIZE"}],
+    "parameters": [
+        {"parameterId": "learning-rate", "doubleValueSpec": {"minValue": 0.001, "maxValue": 0.1},
+         "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+        {"parameterId": "batch-norm", "discreteValueSpec": {"values": [0.0, 1.0]}},
+        {"parameterId": "units", "integerValueSpec": {"minValue": "16", "maxValue": "256"},
+         "scaleType": "UNIT_LOG_SCALE"}],
+    "algorithm": "RANDOM_SEARCH"}
+TRIAL_JOB = {"workerPoolSpecs": [{
+    "machineSpec": {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2},
+    "replicaCount": "1",
+    "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest",
+                          "packageUris": ["gs://bkt/trainer-0.1.0.tar.gz"], "pythonModule": "trainer.task",
+                          "args": ["--model", "dense"]}}]}
+
+
+def _config(tmp_path, text, *args):
+    path = tmp_path / "in.yaml"
+    path.write_text(text)
+    return CliRunner().invoke(app, ["config", "--config", str(path), *args])
+
+
+def test_custom_gpus_tuning_becomes_a_hyperparameter_tuning_job(tmp_path):
+    result = _config(tmp_path, CUSTOM_GPU_TUNING)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == ("# gcloud ai hp-tuning-jobs create --region europe-west4 "
+                                             "--display-name NAME --config FILE")
+    document = yaml.safe_load(result.stdout)
+    assert document == {"studySpec": STUDY, "maxTrialCount": 6, "parallelTrialCount": 3, "maxFailedTrialCount": 2,
+                        "trialJobSpec": TRIAL_JOB}
+    assert validate("aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob", document) == []
+    assert result.stderr.splitlines() == [
+        "warning: hyperparameters.resumePreviousJobId census_hp_1: Vertex AI cannot continue a legacy study; the "
+        "trials start afresh",
+        "warning: Vertex AI reads the metric only from what the trainer reports with cloudml-hypertune; legacy AI "
+        "Platform also read TensorFlow summaries tagged val_loss"]
+    # and back: the Vertex document as --config gives the legacy spec (booleans now the numbers gcloud sent)
+    vertex = tmp_path / "vertex.yaml"
+    vertex.write_text(result.stdout)
+    back = CliRunner().invoke(app, ["config", "--config", str(vertex), "--format", "legacy", "--region",
+                                    "europe-west4"])
+    assert back.exit_code == 0, back.stderr
+    training = yaml.safe_load(back.stdout)["trainingInput"]
+    assert training["hyperparameters"] == {
+        "goal": "MINIMIZE", "hyperparameterMetricTag": "val_loss", "params": [
+            {"parameterName": "learning-rate", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1,
+             "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+            {"parameterName": "batch-norm", "type": "DISCRETE", "discreteValues": [0.0, 1.0]},
+            {"parameterName": "units", "type": "INTEGER", "minValue": 16, "maxValue": 256,
+             "scaleType": "UNIT_LOG_SCALE"}],
+        "maxTrials": 6, "maxParallelTrials": 3, "maxFailedTrials": 2, "algorithm": "RANDOM_SEARCH"}
+    assert (training["runtimeVersion"], training["pythonVersion"], training["masterType"]) == ("2.11", "3.7",
+                                                                                              "n1-standard-8")
+    assert validate("ml.v1", "GoogleCloudMlV1__Job", yaml.safe_load(back.stdout)) == []
+
+
+def test_hptune_config_takes_a_vertex_study_and_names_the_rest(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({"studySpec": {**STUDY, "algorithm": "GRID_SEARCH", "parameters": [
+        {"parameterId": "units", "integerValueSpec": {"minValue": "16", "maxValue": "64"}},
+        {"parameterId": "optimizer", "categoricalValueSpec": {"values": ["adam", "sgd"]}}],
+        "measurementSelectionType": "BEST_MEASUREMENT"}, "maxTrialCount": 4, "parallelTrialCount": 2,
+        "displayName": "ignored"}))
+    result = CliRunner().invoke(app, ["config", "--gpus", "1", "--hptune-config", str(study), "--format", "legacy"])
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["trainingInput"]["hyperparameters"] == {
+        "goal": "MINIMIZE", "hyperparameterMetricTag": "val_loss", "params": [
+            {"parameterName": "units", "type": "INTEGER", "minValue": 16, "maxValue": 64},
+            {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]}],
+        "maxTrials": 4, "maxParallelTrials": 2, "algorithm": "GRID_SEARCH"}
+    assert result.stderr.splitlines() == [
+        "warning: studySpec.measurementSelectionType: has no place in a TuningSpec; not mapped",
+        "warning: displayName: --hptune-config takes only the tuning spec (the job comes from --config and the "
+        "flags); not mapped"]
+
+
+PARAM = "    params:\n    - {{parameterName: lr, type: {type}, {fields}}}\n"
+
+
+@pytest.mark.parametrize("hyper, message", [
+    ("goal: MAXIMISE\n" + PARAM.format(type="DOUBLE", fields="minValue: 0.1, maxValue: 0.2"),
+     "trainingInput.hyperparameters.goal: invalid enum value 'MAXIMISE'; expected one of GOAL_TYPE_UNSPECIFIED, "
+     "MAXIMIZE, MINIMIZE; did you mean 'MAXIMIZE'?"),
+    ("maxTrials: 3\n" + PARAM.format(type="DOUBLE", fields="minValue: 0.1, maxValue: 0.2"),
+     "invalid value for trainingInput.hyperparameters.goal: received None; expected MAXIMIZE or MINIMIZE"),
+    ("goal: MAXIMIZE\n" + PARAM.format(type="DOUBLE", fields="minValue: 0.5, maxValue: 0.5"),
+     "invalid value for trainingInput.hyperparameters.params[0] (lr).maxValue: received 0.5; expected a value "
+     "above minValue 0.5"),
+    ("goal: MAXIMIZE\n" + PARAM.format(type="DOUBLE", fields="minValue: 0, maxValue: 1, scaleType: UNIT_LOG_SCALE"),
+     "invalid value for trainingInput.hyperparameters.params[0] (lr).minValue: received 0; expected a value above "
+     "0 with UNIT_LOG_SCALE"),
+    ("goal: MAXIMIZE\n" + PARAM.format(type="DISCRETE", fields="discreteValues: [64, 32]"),
+     "invalid value for trainingInput.hyperparameters.params[0] (lr).discreteValues: received [64, 32]; expected "
+     "values in increasing order, each once; use [32, 64]"),
+    ("goal: MAXIMIZE\n    maxTrials: 2\n    maxParallelTrials: 3\n"
+     + PARAM.format(type="INTEGER", fields="minValue: 1, maxValue: 9"),
+     "invalid value for trainingInput.hyperparameters.maxParallelTrials: received 3; expected at most maxTrials (2)"),
+    ("goal: MAXIMIZE\n" + PARAM.format(type="FLOAT", fields="minValue: 1, maxValue: 9"),
+     "trainingInput.hyperparameters.params[0].type: invalid enum value 'FLOAT'"),
+])
+def test_bad_tuning_specs_are_one_line_exit_2(tmp_path, hyper, message):
+    result = _config(tmp_path, "trainingInput:\n  hyperparameters:\n    " + hyper)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+@pytest.fixture
+def capture_server():
+    """A local endpoint that records the body of each POST and answers like Vertex AI's create."""
+    bodies = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            reply = json.dumps({**bodies[-1], "name": "projects/p/locations/us-central1/hyperparameterTuningJobs/1",
+                                "state": "JOB_STATE_QUEUED"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", bodies
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="the gcloud CLI is not installed")
+def test_real_gcloud_accepts_the_tuning_config(tmp_path, capture_server):
+    endpoint, bodies = capture_server
+    result = _config(tmp_path, CUSTOM_GPU_TUNING)
+    config = tmp_path / "hp.yaml"
+    config.write_text(result.stdout)
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
+           "CLOUDSDK_CORE_PROJECT": "p", "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+           "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": endpoint}
+    done = subprocess.run(["gcloud", "ai", "hp-tuning-jobs", "create", "--config", str(config), "--region",
+                           "europe-west4", "--display-name", "hp"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert bodies == [{"displayName": "hp", **yaml.safe_load(result.stdout)}]
+
+
+def test_train_refuses_a_tuning_config_instead_of_running_one_plain_job(tmp_path):
+    path = tmp_path / "hptuning_config.yaml"
+    path.write_text(CUSTOM_GPU_TUNING)
+    result = CliRunner().invoke(app, ["train", "--local", "--config", str(path), "--job-dir", str(tmp_path / "j")])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "holds a hyperparameter tuning spec, and mlsubmit train runs single jobs" in result.stderr
+    assert not (tmp_path / "j").exists()
