@@ -79,3 +79,16 @@ def planned_runtime(plan: Any, stage_to: str | None) -> Any | None:
     sha256, size = archive_digest(runtime)
     uri = content_uri(check_destination(stage_to), sha256, runtime.filename) if stage_to is not None else None
     return DryRun(runtime, sha256, size, uri)
+
+
+def package_runtime(plan: Any, *, dist_dir: str | os.PathLike | None, stage_to: str | None,
+                    retry: Any = None) -> Any | None:
+    """`mlsubmit package` for a trainer that uses the runtime: the runtime's sdist written beside the trainer's
+    (in `dist_dir`, default dist/ beside the package) and staged to the same place; None for other trainers.
+    Returns mlsubmit.packaging.PackageResult (never pre-flighted: it is mlsubmit's own code)."""
+    if not needs_runtime(plan):
+        return None
+    from mlsubmit.packaging import package_plan
+
+    target = Path(dist_dir) if dist_dir is not None else plan.package_dir.parent / "dist"
+    return package_plan(runtime_plan(), dist_dir=target, check=False, stage_to=stage_to, retry=retry)
