@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-MANIFEST = "MANIFEST.json"
+from mlsubmit_runtime.artifacts import MANIFEST
 
 
 def _manifest_files(path: Path) -> int | None:
