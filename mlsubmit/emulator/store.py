@@ -88,8 +88,9 @@ def _job_from(data: Any) -> Job:
     job = Job(**data)
     text_fields = (job.name, job.api, job.job_id, job.project, job.create_time, job.update_time)
     if not all(isinstance(value, str) for value in text_fields) or not isinstance(job.body, dict) \
-            or not isinstance(job.seq, int) or job.state not in TERMINAL + ACTIVE or job.api not in ("vertex", "legacy") \
-            or not job.name.startswith(f"projects/{job.project}/") or not isinstance(job.processes, list):
+            or not isinstance(job.seq, int) or job.state not in TERMINAL + ACTIVE \
+            or job.api not in ("vertex", "legacy") or not job.name.startswith(f"projects/{job.project}/") \
+            or not isinstance(job.processes, list):
         raise ValueError("not a job this emulator wrote")
     return job
 
