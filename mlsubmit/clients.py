@@ -29,7 +29,12 @@ TIMEOUT = (10.0, 60.0)  # seconds: connect, read
 
 
 class TransportError(ConnectionError):
-    """The request got no HTTP answer (refused, reset, timed out): it may or may not have reached the server."""
+    """The request got no HTTP answer (refused, reset, timed out): it may or may not have reached the server.
+    `sent` is False only when no connection was ever made (refused, connect timeout): then it surely did not."""
+
+    def __init__(self, message: str, *, sent: bool = True):
+        super().__init__(message)
+        self.sent = sent
 
 
 class Transport:
@@ -47,7 +52,13 @@ class Transport:
             answer = self.session.request(method, uri, data=body, headers=headers, timeout=self.timeout,
                                           allow_redirects=False)
         except requests.RequestException as err:
-            raise TransportError(f"{type(err).__name__} talking to {_origin(uri)}: {_first_line(err)}") from None
+            import urllib3
+
+            reason = getattr(err.args[0] if err.args else None, "reason", None)
+            never_connected = isinstance(err, requests.ConnectTimeout) or \
+                isinstance(reason, urllib3.exceptions.ConnectTimeoutError)  # NewConnectionError (refused) included
+            raise TransportError(f"{type(err).__name__} talking to {_origin(uri)}: {_first_line(err)}",
+                                 sent=not never_connected) from None
         info = {key.lower(): value for key, value in answer.headers.items()}
         info["status"] = str(answer.status_code)
         response = httplib2.Response(info)

@@ -8,18 +8,21 @@
 a job name when none was given, the job dir, the package's files and sha256 (so its content-addressed URI is
 known before anything is built), the request body (a pure function of the spec, checked against the API's
 discovery schema), the request id that makes the create idempotent, and the distribution strategy the trainer
-will pick. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
+will pick. The request id is derived from the submission (`request_id_of`): a re-run of the same command
+finds the job an earlier run made (`earlier`) instead of creating a second one, even when that run never heard
+the create's answer. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
 submitted after a validation error. The package is pre-flighted (installed offline into a fresh venv) only
 when its sha256 is not staged yet: once per content hash, like the upload.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import secrets
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +30,7 @@ from typing import Any
 
 from mlsubmit import requests as request_builders
 from mlsubmit.backends.base import REQUEST_LABEL, JobStatus
-from mlsubmit.errors import OperationFailed, UsageError
+from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 from mlsubmit.settings import Settings
 from mlsubmit.spec import JobSpec
 
@@ -97,9 +100,33 @@ def _gpus_flag(args: tuple[str, ...], default: int) -> int:
     return default
 
 
+REQUEST_KEY = re.compile(r"[A-Za-z0-9._-]{1,63}")
+
+
+def check_request_key(key: str | None) -> str | None:
+    """A --request-id value: 1-63 letters, digits, `.`, `_` or `-` (None: not given)."""
+    if key is not None and not REQUEST_KEY.fullmatch(key):
+        raise invalid_value("--request-id", key, "1 to 63 letters, digits, '.', '_' or '-'",
+                            hint="any new value submits the same job again as a new job")
+    return key
+
+
+def request_id_of(body: dict[str, Any], *, api: str, parent: str, package_sha256: str,
+                  generated_name: str | None = None, key: str | None = None) -> str:
+    """The idempotency key of a submission (32 hex digits): a hash of where it goes, the package's sha256, the
+    request body (a generated job name, which differs on every run, left out) and the user's --request-id.
+    The same submission gets the same id on every run; any change, or another --request-id, gives a new one."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    if generated_name:
+        text = text.replace(generated_name, "<generated job name>")
+    material = "\0".join((api, parent, package_sha256, key or "", text))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
 def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | Path = "trainer",
-            setup_py: str | Path | None = None) -> Submission:
-    """Decide the whole submission without network or credentials. Raises UsageError for anything wrong."""
+            setup_py: str | Path | None = None, request_key: str | None = None) -> Submission:
+    """Decide the whole submission without network or credentials. Raises UsageError for anything wrong.
+    `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
     from mlsubmit import discovery, packaging
     from mlsubmit.backends import check_api
 
@@ -108,11 +135,12 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     staging = settings.staging_bucket or spec.job_dir
     if not staging:
         settings.require("staging_bucket")
+    check_request_key(request_key)
     job_name = spec.job_name or generate_job_name(Path(package_path).resolve().name)
+    generated = None if spec.job_name else job_name
     planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging)
     spec = spec.replace(job_name=job_name, job_dir=spec.job_dir or f"{staging}/jobs/{job_name}",
                         package_uris=tuple(dict.fromkeys((planned.uri, *spec.package_uris))))
-    request_id = uuid.uuid4().hex
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
         parent, schema = f"projects/{settings.project}", ("ml.v1", "GoogleCloudMlV1__Job")
@@ -120,6 +148,8 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
         body, notes = request_builders.vertex_custom_job(spec), request_builders.vertex_pools(spec)[1]
         parent = f"projects/{settings.project}/locations/{spec.region}"
         schema = ("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob")
+    request_id = request_id_of(body, api=api, parent=parent, package_sha256=planned.sha256, key=request_key,
+                               generated_name=generated)
     body["labels"] = {**body.get("labels", {}), REQUEST_LABEL: request_id}
     violations = discovery.validate(*schema, body)
     if violations:
@@ -152,6 +182,11 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
         raise OperationFailed(f"the package changed while it was being submitted (sha256 {staged.sha256[:12]}…, "
                               f"planned {planned.sha256[:12]}…)", hint="run the command again")
     return staged
+
+
+def earlier(submission: Submission, backend: Any) -> JobStatus | None:
+    """The job an earlier run of this same submission made (within a day), if any: submitting is then done."""
+    return backend.earlier(submission.request_id)
 
 
 def submit(submission: Submission, backend: Any) -> JobStatus:
