@@ -1,0 +1,144 @@
+"""Hostile and careless input, each with the exact one line a user reads on stderr (exit code 2, nothing written).
+
+The table runs the real CLI in-process through typer's CliRunner; the cases where the process itself matters
+(stderr of a command that imports TensorFlow, credentials that cannot refresh) run it as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlsubmit.cli import app
+
+
+def _bomb(levels: int = 9) -> str:
+    """A ~1 KB "billion laughs": each anchor is a list of ten aliases of the one before."""
+    lines = ["  l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "trainingInput:\n  scaleTier: BASIC\nlaughs:\n" + "\n".join(lines) + "\n"
+
+
+def _chain(aliases: int = 2000) -> str:
+    """The issue's case: 2,000 aliases, each a list holding the previous one twice (~100 KB)."""
+    lines = ["  c0: &c0 [1, 1]"] + [f"  c{i}: &c{i} [*c{i - 1}, *c{i - 1}]" for i in range(1, aliases)]
+    return "trainingInput:\n  scaleTier: BASIC\nchain:\n" + "\n".join(lines) + "\n"
+
+
+FILES: dict[str, bytes] = {
+    "latin1.yaml": "trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://b/d\u00e9j\u00e0\n".encode("latin-1"),
+    "binary.yaml": bytes(range(256)),
+    "deep.yaml": b"trainingInput:\n  args: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+    "bomb.yaml": _bomb().encode(),
+    "chain.yaml": _chain().encode(),
+    "recursive.yaml": b"trainingInput: &t\n  scaleTier: BASIC\n  nested: *t\n",
+    "dup.yaml": b"trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  scaleTier: BASIC\n",
+    "dup_nested.yaml": b"workerPoolSpecs:\n- machineSpec:\n    machineType: n1-standard-4\n    machineType: n1-standard-8\n",
+    "anchors_ok.yaml": b"workerPoolSpecs:\n- machineSpec: &m {machineType: n1-standard-4}\n  replicaCount: 1\n"
+                       b"- machineSpec:\n    <<: *m\n    machineType: n1-standard-8\n  replicaCount: 2\n",
+}
+BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test costs no disk time
+INT64 = "9223372036854775807"
+
+CASES = [
+    # YAML: encoding, nesting, amplification, size, duplicate keys
+    ("config --config latin1.yaml", "invalid --config latin1.yaml: not UTF-8 text (byte 0xe9 at offset 52); "
+     "expected a UTF-8 YAML file; save it as UTF-8"),
+    ("config --config binary.yaml", "invalid --config binary.yaml: not UTF-8 text (byte 0x80 at offset 128); "
+     "expected a UTF-8 YAML file; save it as UTF-8"),
+    ("config --config deep.yaml", "invalid YAML in --config deep.yaml at line 2, column 107: nested deeper than "
+     "100 levels; a job config is a few levels deep: check the file"),
+    ("config --config bomb.yaml", "invalid YAML in --config bomb.yaml: its aliases expand it to more than "
+     "100000 nodes; write the values out instead of nesting aliases"),
+    ("config --config chain.yaml", "invalid YAML in --config chain.yaml: its aliases expand it to "
+     "more than 100000 nodes; write the values out instead of nesting aliases"),
+    ("config --config recursive.yaml", "invalid YAML in --config recursive.yaml at line 1, column 16: an alias "
+     "refers to the node that holds it (a recursive document); write the values out instead"),
+    ("config --config big.yaml", "invalid --config big.yaml: larger than 1572864 bytes; expected at most 1.5 MiB "
+     "(the API's request size limit); a job config is a few KB: check the file"),
+    ("config --config dup.yaml", "invalid YAML in --config dup.yaml at line 4, column 3: duplicate key 'scaleTier' "
+     "(first at line 2); keep one of them: YAML would silently use the last"),
+    ("config --config dup_nested.yaml", "invalid YAML in --config dup_nested.yaml at line 4, column 5: duplicate "
+     "key 'machineType' (first at line 3); keep one of them: YAML would silently use the last"),
+    ("config --config .", "invalid value for --config: received '.'; expected a readable YAML file; Is a directory"),
+    # numbers: beyond int64, Unicode digits, what the user typed
+    ("config --workers 99999999999999999999999", "invalid value for --workers: received '99999999999999999999999'; "
+     f"expected a whole number from 0 to {INT64} (int64)"),
+    ("config --max-runtime 99999999999999999999d", "invalid value for --max-runtime: received "
+     "'99999999999999999999d'; expected a duration of at most 315576000000s (the API's limit)"),
+    ("config --workers \u0663", "invalid value for --workers: received '\u0663'; expected a whole number >= 0"),
+    ("config --gpus \uff12", "invalid value for --gpus: received '\uff12'; expected a whole number >= 0"),
+    ("config --max-runtime \u0663h", "invalid value for --max-runtime: received '\u0663h'; expected a duration such "
+     "as 7200s, 90m, 2h or 1h30m"),
+    ("predict m.keras -i x.npz -w 1e400", "invalid value for --weights: received '1e400'; expected finite weights "
+     "≥ 0; 1e400 is not; use 0 to leave a model out"),
+    ("predict m.keras m.keras -i x.npz -w 1,nan", "invalid value for --weights: received '1,nan'; expected "
+     "accuracy, equal, or one comma-separated number per model such as 0.5,0.3,0.2"),
+    ("predict m.keras -i x.npz -w \u0663", "invalid value for --weights: received '\u0663'; expected accuracy, "
+     "equal, or one comma-separated number per model such as 0.5,0.3,0.2"),
+    ("predict m.keras -i x.npz --batch-size \u0663", "invalid value for --batch-size: received '\u0663'; expected "
+     "auto or a whole number ≥ 1 (rows per batch)"),
+    # output
+    ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
+     "job.yaml"),
+    # click's usage errors: one line, with a did-you-mean
+    ("config --wokers 2", "unknown option --wokers for `mlsubmit config`; did you mean '--workers'?"),
+    ("predict m.keras -i x.npz --wieghts equal", "unknown option --wieghts for `mlsubmit predict`; did you mean "
+     "'--weights'?"),
+    ("config --zzz", "unknown option --zzz for `mlsubmit config`; see `mlsubmit config --help`"),
+    ("config --tier", "option '--tier' requires an argument for `mlsubmit config`; see `mlsubmit config --help`"),
+    ("predict -i x.npz", "missing argument 'MODEL' for `mlsubmit predict`; see `mlsubmit predict --help`"),
+    ("predict m.keras", "missing option '--input' / '-i' for `mlsubmit predict`; see `mlsubmit predict --help`"),
+    ("trian", "unknown command 'trian' for `mlsubmit`; did you mean 'train'?"),
+    ("jobs lst", "unknown command 'lst' for `mlsubmit jobs`; did you mean 'list'?"),
+    ("--verison", "unknown option --verison for `mlsubmit`; did you mean '--version'?"),
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("hostile")
+    for name, data in FILES.items():
+        (folder / name).write_bytes(data)
+    with open(folder / "big.yaml", "wb") as handle:
+        handle.truncate(BIG)
+    (folder / "m.keras").write_bytes(b"PK")  # only its name is looked at before these errors
+    return folder
+
+
+@pytest.mark.parametrize("args, message", CASES, ids=[c[0][:50] for c in CASES])
+def test_hostile_input_is_one_line_exit_2(args, message, hostile_dir, monkeypatch):
+    monkeypatch.chdir(hostile_dir)
+    started = time.monotonic()
+    result = CliRunner().invoke(app, shlex.split(args))
+    assert time.monotonic() - started < 2  # refused fast, alias bombs and 10 MB files included
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"error: {message}"]
+    assert result.stdout == ""
+    assert not list(hostile_dir.glob(".*.tmp"))
+
+
+def test_yaml_anchors_and_merge_keys_still_work(hostile_dir, monkeypatch):
+    """Bounded YAML is still YAML: a merge key's value may be overridden, small anchors are fine."""
+    monkeypatch.chdir(hostile_dir)
+    result = CliRunner().invoke(app, ["config", "--config", "anchors_ok.yaml"])
+    assert result.exit_code == 0, result.output
+    assert "machineType: n1-standard-8" in result.stdout
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_config_output_mode_follows_the_umask(umask, mode, tmp_path):
+    previous = os.umask(umask)
+    try:
+        result = CliRunner().invoke(app, ["config", "-o", str(tmp_path / "job.yaml")])
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE((tmp_path / "job.yaml").stat().st_mode) == mode
+    assert [p.name for p in tmp_path.iterdir()] == ["job.yaml"]  # written atomically: no temporary file left
