@@ -154,10 +154,10 @@ def _gcs_errors(uri: str, *, probing: bool, retry_seconds: float):
     bucket = uri[len(SCHEME):].partition("/")[0]
     try:
         yield
-    except auth.DefaultCredentialsError:
-        raise UsageError("no Google Cloud credentials found for Cloud Storage",
-                         hint="run `gcloud auth application-default login`, or set STORAGE_EMULATOR_HOST "
-                              "for a local emulator") from None
+    except (auth.DefaultCredentialsError, auth.RefreshError, auth.TransportError) as err:
+        from mlsubmit.clients import credentials_error
+
+        raise credentials_error(err) from None
     except api.GoogleAPICallError as err:
         if err.code == 404:
             raise UsageError(f"bucket gs://{bucket} does not exist (endpoint {_endpoint()})",
@@ -171,6 +171,10 @@ def _gcs_errors(uri: str, *, probing: bool, retry_seconds: float):
                                   f"{err.message.splitlines()[0][:200]}") from None
         _raise_transient(err, uri, probing, retry_seconds)
     except (api.RetryError, requests.ConnectionError, ConnectionError) as err:
+        if isinstance(getattr(err, "cause", None), auth.TransportError):  # the token, not the storage API
+            from mlsubmit.clients import credentials_error
+
+            raise credentials_error(err.cause) from None
         _raise_transient(err, uri, probing, retry_seconds)
 
 

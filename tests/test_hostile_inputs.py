@@ -142,3 +142,102 @@ def test_config_output_mode_follows_the_umask(umask, mode, tmp_path):
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE((tmp_path / "job.yaml").stat().st_mode) == mode
     assert [p.name for p in tmp_path.iterdir()] == ["job.yaml"]  # written atomically: no temporary file left
+
+
+# Credentials: what google-auth cannot load or refresh is one line naming the file and the fix.
+LOGIN = "run `gcloud auth application-default login`"
+JOBS_LIST = ["jobs", "list", "--project", "p", "--region", "us-central1"]
+
+
+@pytest.fixture
+def no_adc(tmp_path, monkeypatch):
+    """No gcloud configuration, no emulator endpoint: a cloud command must find credentials itself."""
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    for name in ("MLSUBMIT_API_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def _service_account(token_uri: str) -> dict:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return {"type": "service_account", "project_id": "p", "private_key_id": "1", "private_key": pem,
+            "client_email": "sa@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": token_uri}
+
+
+def test_credentials_that_cannot_refresh_offline_are_one_line(no_adc, monkeypatch):
+    """An authorized_user ADC file whose token server is out of reach (here: a proxy that refuses)."""
+    import json
+
+    key = no_adc / "adc.json"
+    key.write_text(json.dumps({"type": "authorized_user", "client_id": "c.apps.googleusercontent.com",
+                               "client_secret": "s", "refresh_token": "1//r"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # offline, whatever the machine's network
+    result = CliRunner().invoke(app, JOBS_LIST)
+    assert result.stderr.splitlines() == [
+        f"error: Google Cloud credentials ({key}) could not be refreshed: the token server oauth2.googleapis.com "
+        f"could not be reached (ProxyError); check the network; if the login has expired, {LOGIN}"]
+    assert result.exit_code == 1
+
+
+def test_refused_refresh_is_one_line(no_adc, monkeypatch):
+    """A token server that answers invalid_grant (a revoked key): RefreshError, one line, exit 2."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class TokenServer(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), TokenServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        key = no_adc / "sa.json"
+        key.write_text(json.dumps(_service_account(f"http://127.0.0.1:{server.server_port}/token")))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        result = CliRunner().invoke(app, JOBS_LIST)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert result.stderr.splitlines() == [
+        f"error: Google Cloud credentials ({key}) could not be refreshed: invalid_grant: Invalid JWT Signature.; "
+        f"{LOGIN}, or point GOOGLE_APPLICATION_CREDENTIALS at a valid key file"]
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("content, detail", [
+    ('{"type": "service_account", "project_id": "p", "private_key": "garbage"',
+     "JSONDecodeError: Expecting ',' delimiter: line 1 column 72 (char 71)"),
+    ('{"type": "service_account", "private_key": "garbage", "client_email": "a@p.iam.gserviceaccount.com", '
+     '"token_uri": "https://oauth2.googleapis.com/token"}',
+     "ValueError: Unable to load PEM file. See https://cryptography.io/en/latest/faq/"
+     "#why-can-t-i-import-my-pem-file for more details. MalformedFraming"),
+    ('{"type": "service_account", "token_uri": "https://oauth2.googleapis.com/token"}', "MalformedError: Service "
+     "account info was not in the expected format, missing fields client_email."),
+])
+def test_malformed_key_file_is_named_not_missing(content, detail, no_adc, monkeypatch):
+    key = no_adc / "key.json"
+    key.write_text(content)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    result = CliRunner().invoke(app, JOBS_LIST)
+    assert result.stderr.splitlines() == [
+        f"error: invalid Application Default Credentials file {key}: malformed ({detail}); download the key again "
+        f"or {LOGIN}; GOOGLE_APPLICATION_CREDENTIALS names the file"]
+    assert result.exit_code == 2
