@@ -241,3 +241,61 @@ def test_malformed_key_file_is_named_not_missing(content, detail, no_adc, monkey
         f"error: invalid Application Default Credentials file {key}: malformed ({detail}); download the key again "
         f"or {LOGIN}; GOOGLE_APPLICATION_CREDENTIALS names the file"]
     assert result.exit_code == 2
+
+
+# predict: messages that name the real problem, and nothing in front of them
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A tiny softmax model, a truncated copy, and inputs: one with a NaN, labels stored as Python objects."""
+    import keras
+    import numpy as np
+
+    folder = tmp_path_factory.mktemp("predict")
+    inputs = keras.Input((4,))
+    keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(inputs)).save(folder / "m.keras")
+    whole = (folder / "m.keras").read_bytes()
+    (folder / "cut.keras").write_bytes(whole[:len(whole) // 2])
+    x = np.random.default_rng(0).random((6, 4), dtype=np.float32)
+    np.savez(folder / "ok.npz", x_test=x, y_objects=np.array([1, "a", None, 2, 0, 1], dtype=object))
+    x[4, 2] = np.nan
+    np.savez(folder / "nan.npz", x_test=x)
+    np.save(folder / "objects.npy", np.array([1, 2, None, 0, 1, 2], dtype=object))
+    return folder
+
+
+PREDICT_CASES = [
+    ("predict m.keras -i nan.npz", "invalid input nan.npz[x_test]: row 4 holds nan; expected finite numbers; drop "
+     "or fill in the rows with NaN or inf before predicting"),
+    ("predict cut.keras -i ok.npz", "invalid value for MODEL: cut.keras is damaged or truncated (not a complete "
+     "{size} bytes: File is not a zip file); copy or download the model again"),
+    ("predict m.keras -i ok.npz --labels y_objects", "invalid value for --labels: received 'y_objects'; expected "
+     "integer class labels; ok.npz[y_objects] holds Python objects (dtype object), which only unpickling could "
+     "read; save the labels as integers, e.g. np.savez(FILE, y_test=y.astype('int64'))"),
+    ("predict m.keras -i ok.npz --labels objects.npy", "invalid value for --labels: received 'objects.npy'; "
+     "expected integer class labels; objects.npy holds Python objects (dtype object), which only unpickling could "
+     "read; save the labels as integers, e.g. np.savez(FILE, y_test=y.astype('int64'))"),
+]
+
+
+@pytest.mark.parametrize("args, message", PREDICT_CASES, ids=[c[0] for c in PREDICT_CASES])
+def test_predict_names_the_real_problem(args, message, model_dir, monkeypatch):
+    monkeypatch.chdir(model_dir)
+    message = message.replace("{size}", f".keras zip archive of {(model_dir / 'cut.keras').stat().st_size}")
+    result = CliRunner().invoke(app, shlex.split(args))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"error: {message}"]
+    assert result.stdout == ""
+
+
+def test_predict_error_is_the_only_line_on_stderr(model_dir):
+    """A fresh process imports TensorFlow, whose C++ start-up lines would come first: stderr is one line."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "predict", "m.keras", "-i", "nan.npz"],
+                          cwd=model_dir, env={**env, "PYTHONPATH": str(Path(__file__).parent.parent)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: {PREDICT_CASES[0][1]}"]
+    assert done.stdout == ""
