@@ -38,7 +38,8 @@ def is_gcs(uri: str) -> bool:
 def split_gcs(uri: str) -> tuple[str, str]:
     """`gs://bucket/a/b` → ("bucket", "a/b"), validating the bucket name."""
     bucket, _, name = uri[len(SCHEME):].partition("/")
-    if not (3 <= len(bucket) <= 222) or not all(c.islower() or c.isdigit() or c in "-_." for c in bucket) \
+    if not (3 <= len(bucket) <= 222) or not bucket.isascii() \
+            or not all(c.islower() or c.isdigit() or c in "-_." for c in bucket) \
             or not bucket[0].isalnum() or not bucket[-1].isalnum():
         raise invalid_value("bucket", bucket or uri, "a bucket name of 3-63 lowercase letters, digits, '-', '_', '.'",
                             hint="write it as gs://BUCKET/PREFIX")

@@ -84,6 +84,12 @@ CASES = [
      "equal, or one comma-separated number per model such as 0.5,0.3,0.2"),
     ("predict m.keras -i x.npz --batch-size \u0663", "invalid value for --batch-size: received '\u0663'; expected "
      "auto or a whole number ≥ 1 (rows per batch)"),
+    ("jobs list --limit \u00b2 --project p --region us-central1 --endpoint http://127.0.0.1:9",
+     "invalid value for --limit: received '\u00b2'; expected a whole number from 1 to 10000"),
+    ("train --local --start-port \u0663\u0663\u0663\u0663", "invalid value for --start-port: received "
+     "'\u0663\u0663\u0663\u0663'; expected a port number from 1024 to 65535"),
+    ("config --job-dir gs://b\u00fccket/x", "invalid value for --job-dir: received 'gs://b\u00fccket/x'; expected "
+     "gs://BUCKET/PATH with a valid bucket name (cloud jobs use Cloud Storage); use a gs:// path, or run locally"),
     # output
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
      "job.yaml"),
