@@ -56,8 +56,8 @@ def one_line(err: click_errors.UsageError) -> click_errors.UsageError:
         hint = did_you_mean(typed, commands)
         if not hint:
             message += f"; expected one of {', '.join(commands)}"
-    else:
-        message = _sentence(err.format_message()) + where
+    else:  # the --help hint names the command
+        message = _sentence(err.format_message())
     result = OneLineUsageError(f"{message}; {hint or help_hint}", ctx)
     result.exit_code = err.exit_code
     return result

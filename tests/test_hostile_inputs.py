@@ -98,11 +98,13 @@ CASES = [
     ("predict m.keras -i x.npz --wieghts equal", "unknown option --wieghts for `mlsubmit predict`; did you mean "
      "'--weights'?"),
     ("config --zzz", "unknown option --zzz for `mlsubmit config`; see `mlsubmit config --help`"),
-    ("config --tier", "option '--tier' requires an argument for `mlsubmit config`; see `mlsubmit config --help`"),
-    ("predict -i x.npz", "missing argument 'MODEL' for `mlsubmit predict`; see `mlsubmit predict --help`"),
-    ("predict m.keras", "missing option '--input' / '-i' for `mlsubmit predict`; see `mlsubmit predict --help`"),
+    ("config --tier", "option '--tier' requires an argument; see `mlsubmit config --help`"),
+    ("predict -i x.npz", "missing argument 'MODEL'; see `mlsubmit predict --help`"),
+    ("predict m.keras", "missing option '--input' / '-i'; see `mlsubmit predict --help`"),
     ("trian", "unknown command 'trian' for `mlsubmit`; did you mean 'train'?"),
     ("jobs lst", "unknown command 'lst' for `mlsubmit jobs`; did you mean 'list'?"),
+    ("emulator --port \u0663", "invalid value for '--port': Input should be a valid integer, unable to parse string "
+     "as an integer; see `mlsubmit emulator --help`"),
     ("--verison", "unknown option --verison for `mlsubmit`; did you mean '--version'?"),
 ]
 
