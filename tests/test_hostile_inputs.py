@@ -88,8 +88,9 @@ CASES = [
      "invalid value for --limit: received '\u00b2'; expected a whole number from 1 to 10000"),
     ("train --local --start-port \u0663\u0663\u0663\u0663", "invalid value for --start-port: received "
      "'\u0663\u0663\u0663\u0663'; expected a port number from 1024 to 65535"),
-    ("config --job-dir gs://b\u00fccket/x", "invalid value for --job-dir: received 'gs://b\u00fccket/x'; expected "
-     "gs://BUCKET/PATH with a valid bucket name (cloud jobs use Cloud Storage); use a gs:// path, or run locally"),
+    ("train --dry-run --project p --region us-central1 --staging-bucket gs://b\u00fccket", "invalid value for "
+     "--staging-bucket: received 'gs://b\u00fccket'; expected gs://BUCKET[/PREFIX] with a valid bucket name; write "
+     "it as gs://BUCKET/PREFIX"),
     # output
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
      "job.yaml"),
