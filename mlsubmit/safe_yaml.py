@@ -39,8 +39,9 @@ def load_file(path: str | Path, field: str) -> Any:
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise invalid_value(field, str(path), "a readable YAML file", hint=err.strerror) from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise invalid_value(field, str(path), "a readable YAML file",
+                            hint=getattr(err, "strerror", None) or str(err)) from None
     if len(raw) > MAX_BYTES:
         raise UsageError(f"invalid {field} {path}: larger than {MAX_BYTES} bytes; expected at most 1.5 MiB "
                          "(the API's request size limit)", hint="a job config is a few KB: check the file")

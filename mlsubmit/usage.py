@@ -15,14 +15,14 @@ from typing import IO, Any
 import typer
 from typer._click import exceptions as click_errors  # typer 0.29 vendors click; its own core imports it so
 
-from mlsubmit.errors import did_you_mean
+from mlsubmit.errors import did_you_mean, printable
 
 
 class OneLineUsageError(click_errors.UsageError):
     """A usage error already phrased as mlsubmit's one line (message; hint)."""
 
     def show(self, file: IO[Any] | None = None) -> None:
-        typer.secho(f"error: {self.message}", fg="red", err=True)
+        typer.secho(f"error: {printable(self.message)}", fg="red", err=True)
 
 
 def _options(command: Any) -> list[str]:

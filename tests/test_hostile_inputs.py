@@ -91,7 +91,19 @@ CASES = [
     ("train --dry-run --project p --region us-central1 --staging-bucket gs://b\u00fccket", "invalid value for "
      "--staging-bucket: received 'gs://b\u00fccket'; expected gs://BUCKET[/PREFIX] with a valid bucket name; write "
      "it as gs://BUCKET/PREFIX"),
+    # text no file system or API takes: one line all the same
+    ("config --label 'a\nb'", "invalid value for --label: received 'a\\nb'; expected KEY=VALUE; write --label "
+     "a\\nb=VALUE"),
+    ("config --config 'a\x00b'", "invalid value for --config: received 'a\\x00b'; expected a readable YAML file; "
+     "embedded null byte"),
+    (f"predict {'a' * 300} -i x.npz", f"invalid path: received '{'a' * 60}…' (300 characters); expected a file name "
+     "the file system can hold (at most 255 bytes a part, 4096 in all): File name too long"),
+    ("jobs describe j\udcff --project p --region us-central1 --endpoint http://127.0.0.1:9", "invalid text: "
+     "received 'display_name=\"j\\udcff\"', which holds '\\udcff'; expected UTF-8 text; retype it, or check the "
+     "terminal's encoding"),
     # output
+    (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 300}'; expected a file name this "
+     "system can open; File name too long"),
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
      "job.yaml"),
     # click's usage errors: one line, with a did-you-mean

@@ -57,10 +57,15 @@ def write_atomically(path: Path, text: str) -> None:
     The file gets the mode a plain `open(path, "w")` would give it: an existing file's, else 0666 less the umask
     (the temporary file is created 0600).
     """
-    folder = path.resolve().parent
-    if path.is_dir():
+    try:
+        folder = path.resolve().parent
+        is_folder, in_folder = path.is_dir(), folder.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL in it
+        raise invalid_value("--output", str(path), "a file name this system can open",
+                            hint=getattr(err, "strerror", None) or str(err)) from None
+    if is_folder:
         raise invalid_value("--output", str(path), "a file name, not a directory", hint=f"e.g. -o {path / 'job.yaml'}")
-    if not folder.is_dir():
+    if not in_folder:
         raise invalid_value("--output", str(path), "a file in an existing folder", hint=f"mkdir -p {folder}")
     try:
         mode = path.stat().st_mode & 0o7777
