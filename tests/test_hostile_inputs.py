@@ -34,7 +34,7 @@ def _chain(aliases: int = 2000) -> str:
 FILES: dict[str, bytes] = {
     "latin1.yaml": "trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://b/d\u00e9j\u00e0\n".encode("latin-1"),
     "binary.yaml": bytes(range(256)),
-    "deep.yaml": b"trainingInput:\n  args: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+    "deep.yaml": b"trainingInput:\n  args: " + b"[" * 1000 + b"]" * 1000 + b"\n",
     "bomb.yaml": _bomb().encode(),
     "chain.yaml": _chain().encode(),
     "recursive.yaml": b"trainingInput: &t\n  scaleTier: BASIC\n  nested: *t\n",
