@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mlsubmit import children
+from mlsubmit.chatter import drop_chatter
 
 SUCCEEDED, FAILED, CANCELLED = "SUCCEEDED", "FAILED", "CANCELLED"
 _COLOURS = {"chief": "36", "worker": "32", "ps": "35", "evaluator": "33"}  # cyan, green, magenta, yellow
@@ -114,7 +115,7 @@ class Runner:
         self._readers.append(reader)
 
     def _read(self, name: str, process: subprocess.Popen) -> None:
-        for line in process.stdout:
+        for line in drop_chatter(process.stdout):  # TensorFlow's C++ start-up lines (mlsubmit.chatter)
             self._lines.put((name, line.rstrip("\n")))
         process.stdout.close()
 

@@ -74,7 +74,7 @@ def list_command(
     from mlsubmit.commands._jobs_view import job_table, print_json, status_json
 
     _checked_output(output)
-    if not limit.isdigit() or not 1 <= int(limit) <= 10000:
+    if not limit.isascii() or not limit.isdigit() or not 1 <= int(limit) <= 10000:  # not "٣", "²"
         raise invalid_value("--limit", limit, "a whole number from 1 to 10000")
     wanted = check_state(state) if state else None
     if request_id is not None and not re.fullmatch(r"[0-9a-f]{32}", request_id):
