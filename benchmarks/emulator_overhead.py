@@ -29,7 +29,7 @@ from mlsubmit.gcs_emulator import GcsEmulator  # noqa: E402
 from mlsubmit.requests import vertex_custom_job  # noqa: E402
 from mlsubmit.spec import JobSpec, Pool  # noqa: E402
 
-PARENT = "projects/bench/locations/us-central1"
+PARENT = "projects/bench-project/locations/us-central1"
 
 
 def job_seconds(emulator: TrainingEmulator, uri: str) -> tuple[float, str]:

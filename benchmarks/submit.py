@@ -81,7 +81,7 @@ class Bench:
             said += self.process.stdout.readline()
         self.endpoint = re.search(r"emulator on (http://\S+)", said).group(1)
         self.gcs = re.search(r"Cloud Storage: (http://\S+)", said).group(1)
-        self.project = "bench"
+        self.project = "bench-project"  # a valid project id: the emulator refuses others, as Google does
         self.env = {**os.environ, "MLSUBMIT_API_ENDPOINT": self.endpoint, "STORAGE_EMULATOR_HOST": self.gcs,
                     "MLSUBMIT_PROJECT": self.project, "MLSUBMIT_REGION": REGION, "MLSUBMIT_HOME": str(work / "cli"),
                     "CLOUDSDK_CONFIG": str(work / "gcloud"), "NO_COLOR": "1"}

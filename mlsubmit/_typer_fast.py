@@ -49,7 +49,11 @@ def plain_coercion(params: Iterable[Any]) -> None:
 
 
 class PlainCoercion:
-    """Mixin for typer command and group classes: plain coercion for their own options and `--help`."""
+    """Mixin for typer command and group classes: plain coercion for their own options and `--help`.
+
+    Also names the command in its parser's usage errors (click raises "Option '--tier' requires an argument"
+    without a context), so `mlsubmit.usage` can point at the command's own --help.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -60,3 +64,13 @@ class PlainCoercion:
         if option is not None:
             plain_coercion([option])
         return option
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from typer._click.exceptions import UsageError
+
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]
+        except UsageError as err:
+            if err.ctx is None:
+                err.ctx = ctx
+            raise

@@ -10,25 +10,41 @@ from __future__ import annotations
 import sys
 
 import typer
+from typer._click import exceptions as typer_errors
 from typer.core import TyperGroup
 
 from mlsubmit import __version__
 from mlsubmit._typer_fast import PlainCoercion
-from mlsubmit.errors import MlsubmitError
+from mlsubmit.errors import MlsubmitError, from_user_input
+from mlsubmit.usage import one_line
 
 
 class _Group(PlainCoercion, TyperGroup):
-    """Turns any MlsubmitError raised by a command into one red line on stderr and its exit code.
+    """Turns any MlsubmitError raised by a command (and the few OS errors only user input causes:
+    errors.from_user_input) into one red line on stderr and its exit code, and click's
+    three-line usage errors into one line (mlsubmit.usage): parsing the root's options happens in make_context,
+    a subcommand's inside invoke.
 
     PlainCoercion: an absent --help would otherwise import pydantic on every command (~100 ms).
     """
 
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except typer_errors.UsageError as err:
+            raise one_line(err) from None
+
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except MlsubmitError as err:
-            typer.secho(f"error: {err.one_line()}", fg="red", err=True)
-            raise typer.Exit(err.exit_code) from None
+        except (MlsubmitError, OSError, UnicodeEncodeError) as err:
+            error = err if isinstance(err, MlsubmitError) else from_user_input(err)
+            if error is None:
+                raise
+            typer.secho(f"error: {error.one_line()}", fg="red", err=True)
+            raise typer.Exit(error.exit_code) from None
+        except typer_errors.UsageError as err:
+            raise one_line(err) from None
 
 
 app = typer.Typer(

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlsubmit import __version__
-from mlsubmit.errors import UsageError
+from mlsubmit.errors import MlsubmitError, OperationFailed, UsageError, invalid_value
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 VERSIONS = {"aiplatform": "v1", "ml": "v1", "logging": "v2"}
@@ -29,7 +29,12 @@ TIMEOUT = (10.0, 60.0)  # seconds: connect, read
 
 
 class TransportError(ConnectionError):
-    """The request got no HTTP answer (refused, reset, timed out): it may or may not have reached the server."""
+    """The request got no HTTP answer (refused, reset, timed out): it may or may not have reached the server.
+    `sent` is False only when no connection was ever made (refused, connect timeout): then it surely did not."""
+
+    def __init__(self, message: str, *, sent: bool = True):
+        super().__init__(message)
+        self.sent = sent
 
 
 class Transport:
@@ -42,12 +47,21 @@ class Transport:
                 redirections: int = 5, connection_type: Any = None):
         import httplib2
         import requests
+        from google.auth import exceptions as auth
 
         try:
             answer = self.session.request(method, uri, data=body, headers=headers, timeout=self.timeout,
                                           allow_redirects=False)
+        except (auth.RefreshError, auth.TransportError) as err:  # refreshing the token, before the request
+            raise credentials_error(err) from None
         except requests.RequestException as err:
-            raise TransportError(f"{type(err).__name__} talking to {_origin(uri)}: {_first_line(err)}") from None
+            import urllib3
+
+            reason = getattr(err.args[0] if err.args else None, "reason", None)
+            never_connected = isinstance(err, requests.ConnectTimeout) or \
+                isinstance(reason, urllib3.exceptions.ConnectTimeoutError)  # NewConnectionError (refused) included
+            raise TransportError(f"{type(err).__name__} talking to {_origin(uri)}: {_first_line(err)}",
+                                 sent=not never_connected) from None
         info = {key.lower(): value for key, value in answer.headers.items()}
         info["status"] = str(answer.status_code)
         response = httplib2.Response(info)
@@ -74,13 +88,58 @@ def default_credentials():
 
     try:
         credentials, _ = google.auth.default(scopes=list(SCOPES))
-    except DefaultCredentialsError:
-        raise UsageError("no Google Cloud credentials found (Application Default Credentials)",
-                         hint="run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
-                              "to a key file; for the local emulator pass --endpoint URL") from None
+    except (DefaultCredentialsError, ValueError, OSError) as err:  # a binary key file: UnicodeDecodeError
+        raise credentials_error(err) from None
     return credentials
 
 
+def _credentials_file() -> str | None:
+    """The file Application Default Credentials are read from, if there is one."""
+    import os
+
+    from google.auth import _cloud_sdk
+
+    named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if named:
+        return named
+    well_known = _cloud_sdk.get_application_default_credentials_path()
+    return well_known if os.path.exists(well_known) else None
+
+
+def credentials_error(err: BaseException) -> MlsubmitError:
+    """One line for credentials google-auth could not load or refresh: none at all, a malformed key file, a
+    token server out of reach, or a login that expired or was revoked."""
+    import re
+
+    from google.auth import exceptions as auth
+
+    login = "run `gcloud auth application-default login`"
+    where = _credentials_file()
+    if isinstance(err, auth.DefaultCredentialsError) and "were not found" in str(err) or \
+            where is None and not isinstance(err, auth.GoogleAuthError):
+        return UsageError("no Google Cloud credentials found (Application Default Credentials)",
+                          hint=f"{login}, or set GOOGLE_APPLICATION_CREDENTIALS to a key file; for the local "
+                               "emulator pass --endpoint URL")
+    if isinstance(err, auth.DefaultCredentialsError) and str(err).endswith("was not found."):
+        return invalid_value("GOOGLE_APPLICATION_CREDENTIALS", where, "the path of an existing key file",
+                             hint=f"fix or unset the variable, or {login}")
+    if isinstance(err, auth.TransportError):
+        text = str(err)
+        host = re.search(r"host='([^']+)'", text)
+        reason = re.search(r"Caused by (\w+)", text)
+        return OperationFailed(f"Google Cloud credentials ({where or 'Application Default Credentials'}) could not "
+                               f"be refreshed: the token server {host.group(1) if host else ''} could not be reached "
+                               f"({reason.group(1) if reason else type(err).__name__})".replace("  ", " "),
+                               hint=f"check the network; if the login has expired, {login}")
+    if isinstance(err, auth.RefreshError):
+        said = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)  # args: (text, response)
+        return UsageError(f"Google Cloud credentials ({where or 'Application Default Credentials'}) could not be "
+                          f"refreshed: {said.splitlines()[0][:200] if said else type(err).__name__}", hint=f"{login}, or point GOOGLE_APPLICATION_CREDENTIALS "
+                                                                 "at a valid key file")
+    detail = err.args[1] if isinstance(err, auth.DefaultCredentialsError) and len(err.args) > 1 else err
+    return UsageError(f"invalid Application Default Credentials file {where}: malformed "
+                      f"({type(detail).__name__}: {_first_line(detail)})",
+                      hint=f"download the key again or {login}; GOOGLE_APPLICATION_CREDENTIALS names the file")
 class Clients:
     """googleapiclient services for one region and endpoint, built on first use and kept."""
 

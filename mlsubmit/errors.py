@@ -8,6 +8,7 @@ subclass) carrying a one-line message, an optional hint and an exit code. The CL
 from __future__ import annotations
 
 import difflib
+import errno
 from collections.abc import Iterable
 
 USAGE = 2  # bad input: nothing was done
@@ -27,7 +28,7 @@ class MlsubmitError(Exception):
             self.exit_code = exit_code
 
     def one_line(self) -> str:
-        return f"{self.message}; {self.hint}" if self.hint else self.message
+        return printable(f"{self.message}; {self.hint}" if self.hint else self.message)
 
 
 class UsageError(MlsubmitError):
@@ -40,6 +41,12 @@ class OperationFailed(MlsubmitError):
     exit_code = FAILED
 
 
+def printable(text: str) -> str:
+    """`text` as one printable line: a newline, control character or lone surrogate a user typed (or a file
+    held) is shown escaped, as Python writes it, so an error is always exactly one line and always encodable."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+
+
 def invalid_value(field: str, received: object, allowed: str, *, hint: str | None = None) -> UsageError:
     """Build the standard message: "Invalid value for `field`. Received: … Expected …"."""
     return UsageError(f"invalid value for {field}: received {received!r}; expected {allowed}", hint=hint)
@@ -49,3 +56,19 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """Return "did you mean 'x'?" for the closest of `choices`, or None if nothing is close."""
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"did you mean {match[0]!r}?" if match else None
+
+
+def from_user_input(err: BaseException) -> UsageError | None:
+    """The UsageError for a failure only a user's input causes, wherever in the code it surfaces: a path whose
+    name is too long for the file system, or text that cannot be encoded (bytes that were not UTF-8 on the
+    command line). None for anything else, which stays a real failure."""
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
+        name = str(err.filename or "")
+        shown = name if len(name) <= 60 else f"{name[:60]}…"
+        return UsageError(f"invalid path: received {shown!r} ({len(name)} characters); expected a file name the "
+                          f"file system can hold (at most 255 bytes a part, 4096 in all): {err.strerror}")
+    if isinstance(err, UnicodeEncodeError):
+        bad = err.object[err.start:err.end]
+        return UsageError(f"invalid text: received {err.object[:60]!r}, which holds {bad!r}; expected "
+                          f"{err.encoding.upper()} text", hint="retype it, or check the terminal's encoding")
+    return None

@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlsubmit.children import popen_kwargs
 from mlsubmit.errors import UsageError
 
 
@@ -54,7 +55,7 @@ class GcsEmulator:
         cmd = [str(_binary()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
                "-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        **popen_kwargs())  # it dies with us, even on SIGKILL
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

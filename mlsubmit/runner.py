@@ -19,11 +19,13 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from mlsubmit import children
+from mlsubmit.chatter import drop_chatter
 
 SUCCEEDED, FAILED, CANCELLED = "SUCCEEDED", "FAILED", "CANCELLED"
 _COLOURS = {"chief": "36", "worker": "32", "ps": "35", "evaluator": "33"}  # cyan, green, magenta, yellow
@@ -77,15 +79,6 @@ def last_traceback(lines: Sequence[str], limit: int = 40) -> str:
     return "\n".join(block if len(block) <= limit else block[:5] + ["  …"] + block[-(limit - 6):])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class Runner:
     """Run `replicas` to the end of the job. `run()` returns the Outcome; it always leaves no replica running."""
 
@@ -115,14 +108,14 @@ class Runner:
         process = subprocess.Popen(
             list(replica.argv), env=dict(replica.env), cwd=replica.cwd, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-            start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            **children.popen_kwargs())
         self._processes[replica.name] = process
         reader = threading.Thread(target=self._read, args=(replica.name, process), daemon=True)
         reader.start()
         self._readers.append(reader)
 
     def _read(self, name: str, process: subprocess.Popen) -> None:
-        for line in process.stdout:
+        for line in drop_chatter(process.stdout):  # TensorFlow's C++ start-up lines (mlsubmit.chatter)
             self._lines.put((name, line.rstrip("\n")))
         process.stdout.close()
 

@@ -30,18 +30,24 @@ _RUNTIME = re.compile(r"\d+\.\d+")
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+INT64_MAX = 2**63 - 1  # the APIs' counts are int64
 ROLE_WORDS = {"chief": "chief", "worker": "workers", "ps": "parameter servers", "evaluator": "evaluators"}
 
 
 def whole_number(value: Any, field: str, minimum: int = 0) -> int:
-    """`value` (int or decimal string, as YAML and flags give it) as an int ≥ minimum; UsageError otherwise."""
+    """`value` (int or decimal string, as YAML and flags give it) as an int ≥ minimum; UsageError otherwise.
+
+    Only ASCII digits count (int() would also read "٣" as 3), and nothing beyond int64, what the APIs take.
+    """
     number = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
         number = int(value)
     if number is None or number < minimum:
         raise invalid_value(field, value, f"a whole number >= {minimum}")
+    if number > INT64_MAX:
+        raise invalid_value(field, value, f"a whole number from {minimum} to {INT64_MAX} (int64)")
     return number
 
 

@@ -21,7 +21,8 @@ from mlsubmit import machines
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 from mlsubmit.spec import JobSpec, Pool, whole_number
 
-_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")  # ASCII digits only
+MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's limit (10,000 years), for timeout fields
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
 def parse_duration(value: Any, field_name: str) -> int:
     """Seconds from "7200", "7200s", "2h", "90m" or "1h30m"."""
     text = str(value).strip().lower()
-    if isinstance(value, int) and not isinstance(value, bool) or text.isdigit():
+    if isinstance(value, int) and not isinstance(value, bool) or re.fullmatch(r"[0-9]+", text):
         seconds = int(text)
     else:
         found = _DURATION.fullmatch(text)
@@ -131,6 +132,8 @@ def parse_duration(value: Any, field_name: str) -> int:
         seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
     if seconds <= 0:
         raise invalid_value(field_name, value, "a duration longer than 0 seconds")
+    if seconds > MAX_DURATION_SECONDS:
+        raise invalid_value(field_name, value, f"a duration of at most {MAX_DURATION_SECONDS}s (the API's limit)")
     return seconds
 
 
@@ -239,24 +242,13 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
     Returns:
         (draft, notes): what was read, and one note per setting that has no place in a JobSpec.
     Raises:
-        UsageError: unreadable file, malformed YAML, unknown keys (with did-you-mean), wrong types.
+        UsageError: unreadable, oversized or malformed YAML (see mlsubmit.safe_yaml), unknown keys (with
+            did-you-mean), wrong types.
     """
-    import yaml  # only `--config` pays for the YAML parser
-
     from mlsubmit import discovery, requests
+    from mlsubmit.safe_yaml import load_file
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise invalid_value("--config", str(path), "a readable YAML file", hint=err.strerror) from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UsageError(f"invalid YAML in --config {path}{where}: {problem}",
-                         hint="check indentation and quoting") from None
+    document = load_file(path, "--config")  # only `--config` pays for the YAML parser
     if not isinstance(document, dict):
         raise invalid_value(f"--config {path}", type(document).__name__, "a YAML mapping (trainingInput: or "
                             "workerPoolSpecs:)")

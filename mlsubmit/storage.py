@@ -38,7 +38,8 @@ def is_gcs(uri: str) -> bool:
 def split_gcs(uri: str) -> tuple[str, str]:
     """`gs://bucket/a/b` → ("bucket", "a/b"), validating the bucket name."""
     bucket, _, name = uri[len(SCHEME):].partition("/")
-    if not (3 <= len(bucket) <= 222) or not all(c.islower() or c.isdigit() or c in "-_." for c in bucket) \
+    if not (3 <= len(bucket) <= 222) or not bucket.isascii() \
+            or not all(c.islower() or c.isdigit() or c in "-_." for c in bucket) \
             or not bucket[0].isalnum() or not bucket[-1].isalnum():
         raise invalid_value("bucket", bucket or uri, "a bucket name of 3-63 lowercase letters, digits, '-', '_', '.'",
                             hint="write it as gs://BUCKET/PREFIX")
@@ -154,10 +155,10 @@ def _gcs_errors(uri: str, *, probing: bool, retry_seconds: float):
     bucket = uri[len(SCHEME):].partition("/")[0]
     try:
         yield
-    except auth.DefaultCredentialsError:
-        raise UsageError("no Google Cloud credentials found for Cloud Storage",
-                         hint="run `gcloud auth application-default login`, or set STORAGE_EMULATOR_HOST "
-                              "for a local emulator") from None
+    except (auth.DefaultCredentialsError, auth.RefreshError, auth.TransportError) as err:
+        from mlsubmit.clients import credentials_error
+
+        raise credentials_error(err) from None
     except api.GoogleAPICallError as err:
         if err.code == 404:
             raise UsageError(f"bucket gs://{bucket} does not exist (endpoint {_endpoint()})",
@@ -171,6 +172,10 @@ def _gcs_errors(uri: str, *, probing: bool, retry_seconds: float):
                                   f"{err.message.splitlines()[0][:200]}") from None
         _raise_transient(err, uri, probing, retry_seconds)
     except (api.RetryError, requests.ConnectionError, ConnectionError) as err:
+        if isinstance(getattr(err, "cause", None), auth.TransportError):  # the token, not the storage API
+            from mlsubmit.clients import credentials_error
+
+            raise credentials_error(err.cause) from None
         _raise_transient(err, uri, probing, retry_seconds)
 
 

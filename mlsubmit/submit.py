@@ -7,15 +7,19 @@
 `prepare` is everything that can be decided offline and without credentials — the settings each job needs,
 a job name when none was given, the job dir, the package's files and sha256 (so its content-addressed URI is
 known before anything is built), the request body (a pure function of the spec, checked against the API's
-discovery schema), and the request id that makes the create idempotent. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
+discovery schema), and the request id that makes the create idempotent. The request id is derived from the submission (`request_id_of`): a re-run of the same command
+finds the job an earlier run made (`earlier`) instead of creating a second one, even when that run never heard
+the create's answer. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
 submitted after a validation error. The package is pre-flighted (installed offline into a fresh venv) only
 when its sha256 is not staged yet: once per content hash, like the upload.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import tempfile
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +27,7 @@ from typing import Any
 
 from mlsubmit import requests as request_builders
 from mlsubmit.backends.base import REQUEST_LABEL, JobStatus
-from mlsubmit.errors import OperationFailed, UsageError
+from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 from mlsubmit.job_names import generate_job_name
 from mlsubmit.runtime_dist import planned_runtime
 from mlsubmit.settings import Settings
@@ -55,9 +59,33 @@ class Submission:
         return f"POST {root}/v1/{self.parent}/customJobs"
 
 
+REQUEST_KEY = re.compile(r"[A-Za-z0-9._-]{1,63}")
+
+
+def check_request_key(key: str | None) -> str | None:
+    """A --request-id value: 1-63 letters, digits, `.`, `_` or `-` (None: not given)."""
+    if key is not None and not REQUEST_KEY.fullmatch(key):
+        raise invalid_value("--request-id", key, "1 to 63 letters, digits, '.', '_' or '-'",
+                            hint="any new value submits the same job again as a new job")
+    return key
+
+
+def request_id_of(body: dict[str, Any], *, api: str, parent: str, package_sha256: str,
+                  generated_name: str | None = None, key: str | None = None) -> str:
+    """The idempotency key of a submission (32 hex digits): a hash of where it goes, the package's sha256, the
+    request body (a generated job name, which differs on every run, left out) and the user's --request-id.
+    The same submission gets the same id on every run; any change, or another --request-id, gives a new one."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    if generated_name:
+        text = text.replace(generated_name, "<generated job name>")
+    material = "\0".join((api, parent, package_sha256, key or "", text))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
 def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | Path = "trainer",
-            setup_py: str | Path | None = None) -> Submission:
-    """Decide the whole submission without network or credentials. Raises UsageError for anything wrong."""
+            setup_py: str | Path | None = None, request_key: str | None = None) -> Submission:
+    """Decide the whole submission without network or credentials. Raises UsageError for anything wrong.
+    `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
     from mlsubmit import discovery, packaging
     from mlsubmit.backends import check_api
 
@@ -66,15 +94,16 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     staging = settings.staging_bucket or spec.job_dir
     if not staging:
         settings.require("staging_bucket")
+    check_request_key(request_key)
     planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging)
     runtime = planned_runtime(planned.plan, staging)
     job_name = spec.job_name or generate_job_name(planned.plan.metadata.name)
+    generated = None if spec.job_name else job_name
     # Vertex AI: baseOutputDirectory (hence AIP_*) from --job-dir or the staging bucket, never an argument.
     # Legacy AI Platform: a jobDir (passed as --job-dir) only when the user gave one, as gcloud did.
     job_dir = spec.job_dir or (f"{staging}/jobs/{job_name}" if api != "legacy" else None)
     uris = (*((runtime.uri,) if runtime else ()), planned.uri, *spec.package_uris)
     spec = spec.replace(job_name=job_name, job_dir=job_dir, package_uris=tuple(dict.fromkeys(uris)))
-    request_id = uuid.uuid4().hex
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
         parent, schema = f"projects/{settings.project}", ("ml.v1", "GoogleCloudMlV1__Job")
@@ -82,6 +111,8 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
         body, notes = request_builders.vertex_custom_job(spec), request_builders.vertex_pools(spec)[1]
         parent = f"projects/{settings.project}/locations/{spec.region}"
         schema = ("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob")
+    request_id = request_id_of(body, api=api, parent=parent, package_sha256=planned.sha256, key=request_key,
+                               generated_name=generated)
     body["labels"] = {**body.get("labels", {}), REQUEST_LABEL: request_id}
     violations = discovery.validate(*schema, body)
     if violations:
@@ -124,6 +155,11 @@ def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any,
         raise OperationFailed(f"the package changed while it was being submitted (sha256 {staged.sha256[:12]}…, "
                               f"planned {planned.sha256[:12]}…)", hint="run the command again")
     return staged
+
+
+def earlier(submission: Submission, backend: Any) -> JobStatus | None:
+    """The job an earlier run of this same submission made (within a day), if any: submitting is then done."""
+    return backend.earlier(submission.request_id)
 
 
 def submit(submission: Submission, backend: Any) -> JobStatus:

@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Quiet TensorFlow's C++ start-up chatter in every subprocess the tests start.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+pytest_plugins = ["support.leftovers"]  # no process the suite starts outlives its test or the session
+
 
 @pytest.fixture(scope="session")
 def gcs_emulator():

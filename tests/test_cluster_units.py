@@ -77,3 +77,28 @@ def test_weights_digest_tells_bit_identical_models_apart():
     assert weights_digest(weights) == weights_digest([w.copy() for w in weights])
     weights[1][0] = np.nextafter(np.float32(0), np.float32(1))
     assert weights_digest(weights) != weights_digest([np.ones((2, 2), np.float32), np.zeros(3, np.float32)])
+
+
+def test_a_non_chief_writes_nothing_where_the_chief_cleans_up_and_resumes_from_a_copy_of_its_backup(tmp_path):
+    from trainer.cluster_train import _places
+    from trainer.config import parse_config
+    from mlsubmit_runtime.storage import Location
+
+    job_dir = tmp_path / "job"
+    (job_dir / "backup" / "chief").mkdir(parents=True)
+    (job_dir / "backup" / "chief" / "checkpoint").write_text("epoch 3")
+    (job_dir / "backup" / "workertemp_1").mkdir()  # a worker's leftover from a crashed run
+    config = parse_config(["--job-dir", str(job_dir)], env={})
+    shape = {"chief": ("h:1",), "worker": ("h:2",)}
+    for role in ("chief", "worker"):
+        private = tmp_path / f"private-{role}"
+        private.mkdir()
+        places = _places(config, Location(str(job_dir)), Cluster(shape, task_type=role, evaluators=1), private)
+        under = {place.local.resolve().is_relative_to(job_dir) for place in places}
+        if role == "chief":
+            assert under == {True}
+        else:  # on one machine the replicas share the job dir: the chief removes backup/ while a worker saves
+            assert under == {False} and all(place.local.is_relative_to(private) for place in places)
+            copied = places[0].local
+            assert (copied / "chief" / "checkpoint").read_text() == "epoch 3"
+            assert not (copied / "workertemp_1").exists()

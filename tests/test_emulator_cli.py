@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 from typer.testing import CliRunner
 
+from mlsubmit.children import popen_kwargs
 from mlsubmit.cli import app
 
 
@@ -31,7 +32,7 @@ def test_it_starts_its_own_gcs_emulator_prints_the_variables_and_stops_on_ctrl_c
         process = subprocess.Popen([sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet",
                                     "--data-dir", str(tmp_path / "data"), "--bucket", "gs://demo-bucket",
                                     "--bucket", "demo-bucket"], stdout=handle, stderr=subprocess.STDOUT,
-                                   cwd=tmp_path)
+                                   cwd=tmp_path, **popen_kwargs(default_sigint=True))  # Ctrl-C works in a bg job
     try:
         deadline = time.monotonic() + 30
         while "Ctrl-C" not in out.read_text():

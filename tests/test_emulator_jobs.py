@@ -177,14 +177,22 @@ def test_jobs_queue_beyond_the_limit_and_a_restart_keeps_them(gcs_emulator, emul
             assert not process["alive"]
         running = create_vertex(second, vertex_custom_job(spec(uri, bucket, "--sleep", "120", name="at-stop")))
         second.wait(jobs.get(name=running["name"]).execute, {"JOB_STATE_RUNNING"})
-        pids = [p["pid"] for p in second.processes(running["name"])]
+        deadline = time.monotonic() + 30
+        while not (pids := [p["pid"] for p in second.processes(running["name"])]) and time.monotonic() < deadline:
+            time.sleep(0.05)  # RUNNING is said just before the replicas start
     finally:
         assert second.stop() == 0  # SIGTERM: a clean stop
     assert pids and not any(_alive(pid) for pid in pids)
+    (data_dir / "jobs" / "damaged.json").write_bytes(b'{"name": "proj')  # a damaged job and log file: reported,
+    (data_dir / "logs" / "damaged.jsonl").write_bytes(b"\xff\xfe\x00binary\n{}\n")  # the rest is served
     with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=emulator_home, data_dir=data_dir) as third:
         stopped = third.vertex_jobs().get(name=running["name"]).execute()
         assert stopped["state"] == "JOB_STATE_FAILED"
         assert "emulator was stopped while this job was RUNNING" in stopped["error"]["message"]
+        assert len(third.vertex_jobs().list(parent=PARENT).execute()["customJobs"]) == 4
+        warnings = [line for line in third.stderr_path.read_text().splitlines() if "damaged" in line]
+        assert [line.split(": ")[0] for line in warnings] == ["warning"] * 2
+        assert "damaged.json" in warnings[0] and "damaged.jsonl" in warnings[1]
 
 
 def test_a_job_past_its_timeout_fails(training_emulator, task_package):

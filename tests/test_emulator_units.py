@@ -130,3 +130,25 @@ def test_a_restart_keeps_jobs_and_logs_and_fails_the_ones_that_were_running(tmp_
     assert later.insert_id > again.log_lines()[0].insert_id and later.timestamp > again.log_lines()[0].timestamp
     assert again.add(Job(name=done.name, api="legacy", job_id="done", project="p", body={})) is None
     assert json.loads((tmp_path / "jobs" / "projects%2Fp%2Fjobs%2Fbusy.json").read_text())["state"] == "FAILED"
+
+
+def test_damaged_job_and_log_files_are_reported_and_the_rest_is_kept(tmp_path):
+    store = Store(tmp_path)
+    kept = store.add(Job(name="projects/p/jobs/kept", api="legacy", job_id="kept", project="p", body={"jobId": "kept"}))
+    store.update(kept.name, state="SUCCEEDED")
+    store.append_log(kept, "master-replica-0", "kept line")
+    store.close()
+    jobs, logs = tmp_path / "jobs", tmp_path / "logs"
+    (jobs / "not-json.json").write_bytes(b"\xff\xfe{garbage")
+    (jobs / "a-list.json").write_text("[1, 2]")
+    bogus = json.loads((jobs / "projects%2Fp%2Fjobs%2Fkept.json").read_text())
+    (jobs / "bogus-state.json").write_text(json.dumps({**bogus, "name": "projects/p/jobs/bogus", "state": "WEIRD"}))
+    (jobs / "a-directory.json").mkdir()
+    (logs / "binary.jsonl").write_bytes(b"\x80\x81 not utf-8\n" + b'{"insert_id": 1}\n' + b"torn")
+
+    again = Store(tmp_path)
+    assert [job.name for job in again.jobs()] == ["projects/p/jobs/kept"]
+    assert [line.text for line in again.log_lines()] == ["kept line"]
+    damaged = sorted(line.split(": ", 1)[0].rsplit("/", 1)[-1] for line in again.damaged)
+    assert damaged == ["a-directory.json", "a-list.json", "binary.jsonl", "bogus-state.json", "not-json.json"]
+    assert all("\n" not in line for line in again.damaged)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from support.tiny_package import make_project
 
+from mlsubmit.children import popen_kwargs
 from mlsubmit.runner import FAILED, SUCCEEDED, Replica, Runner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +91,8 @@ def test_the_first_failure_ends_the_job_within_seconds_with_its_traceback():
 def _mlsubmit(*args: str, cwd: Path, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.Popen([sys.executable, "-m", "mlsubmit", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)
+                            stderr=subprocess.STDOUT, text=True,
+                            **{**popen_kwargs(default_sigint=True), **kwargs})  # it is sent Ctrl-C
 
 
 def test_ctrl_c_stops_every_replica_of_a_local_job(tmp_path):

@@ -13,9 +13,10 @@ Everything here runs on tf_keras (task.py sets TF_USE_LEGACY_KERAS=1 before Tens
 model comes from the same code as on one machine, and the chief saves a Keras 3 copy of it (trainer.keras3_copy),
 so the job directory looks exactly like a one-machine job's, with the cluster's shape in metrics.json.
 
-Only the chief writes the job directory. The other workers read the chief's backup to resume, write their own
-backup and checkpoint copies to `workertemp_N` directories that tf_keras deletes after each save, and keep their
-TensorBoard logs and history in a private temporary directory removed at the end.
+Only the chief writes the job directory. The other workers resume from a copy of the chief's backup and keep
+everything they write (their backup and the `workertemp_N` copies tf_keras makes of each save, checkpoints,
+TensorBoard logs, history) in a private temporary directory outside the job dir, removed at the end — so a
+chief that finishes first never deletes a directory a worker is still saving into.
 """
 
 from __future__ import annotations
@@ -115,19 +116,29 @@ def _augment(config: TrainConfig) -> bool:
 
 
 def _places(config: TrainConfig, job_dir: Location, cluster: Cluster, private: Path):
-    """(backup, logs, evaluation checkpoints or None) for this replica."""
+    """(backup, logs, evaluation checkpoints or None) for this replica.
+
+    Only the chief's are in the job dir. A non-chief resumes from a copy of the chief's backup and writes
+    everything (its backup, the `workertemp_N` copies tf_keras makes of each save, logs, checkpoints) under
+    `private`, outside the job dir: in the cloud every replica has its own disk, but replicas on one machine share
+    a local job dir, where the chief removes `backup/` at the end while a worker may still be saving into it.
+    """
     from trainer.train import locations
 
     backup, logs = locations(config, job_dir)
-    if not cluster.is_chief:
-        # Read the chief's backup to resume in step; everything else of a worker's stays private.
-        backup = backup if not backup.remote else Location(backup.uri, private / "backup")
-        logs = Location(str(private / "logs"))
-    evaluation = None
-    if cluster.evaluators:
-        evaluation = job_dir.child(EVALUATION_DIR) if cluster.is_chief or not job_dir.remote \
-            else Location(f"{job_dir.uri}/{EVALUATION_DIR}", private / EVALUATION_DIR)
-    return backup, logs, evaluation
+    evaluation = job_dir.child(EVALUATION_DIR) if cluster.evaluators else None
+    if cluster.is_chief:
+        return backup, logs, evaluation
+    own_backup = private / "backup"
+    if backup.remote:
+        own_backup_location = Location(backup.uri, own_backup)  # pulled before training, never pushed
+    else:
+        if backup.local.is_dir():  # the chief's last backup, to resume in step with it
+            shutil.copytree(backup.local, own_backup, ignore=shutil.ignore_patterns("workertemp_*"),
+                            dirs_exist_ok=True)
+        own_backup_location = Location(str(own_backup))
+    own_evaluation = Location(str(private / EVALUATION_DIR)) if evaluation is not None else None
+    return own_backup_location, Location(str(private / "logs")), own_evaluation
 
 
 def _callbacks(keras, cluster: Cluster, *, backup, logs, evaluation, config, private: Path, samples: int,

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import abc
 import re
+import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from mlsubmit.backends.calls import Attempts, Conflict, NotFound, Op, Transient, call, send
-from mlsubmit.errors import UsageError, invalid_value
+from mlsubmit.errors import MlsubmitError, OperationFailed, UsageError, invalid_value
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED"})
 STATES = ("QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED", "PAUSED", "EXPIRED",
           "UPDATING", "PARTIALLY_SUCCEEDED")
 REQUEST_LABEL = "mlsubmit_request_id"  # set on every job mlsubmit creates: finds it again after a lost answer
+REUSE_WINDOW = 24 * 3600  # seconds during which a re-run of the same submission finds the job instead of a new one
 LOG_PAGE = 1000
 _FRIENDLY_TASK = re.compile(r"(chief|master|worker|ps|evaluator)-(\d+)")
 
@@ -165,20 +168,49 @@ class Backend(abc.ABC):
     def submit(self, body: dict[str, Any], request_id: str) -> JobStatus:
         """Create the job of `body` exactly once, even when answers are lost and the request is retried: every
         attempt carries the same request id (label REQUEST_LABEL), and each API says how it finds the job an
-        attempt whose answer was lost made (`created_meanwhile`, `already_exists`)."""
+        attempt whose answer was lost made (`created_meanwhile`, `already_exists`). When the retries run out the
+        job may exist all the same: the error says how to check, and that running the same submission again is
+        safe (it finds the job: `earlier`)."""
         body = {**body, "labels": {**(body.get("labels") or {}), REQUEST_LABEL: request_id}}
         op = self.op("create")
         attempts = Attempts(op, self.retry, endpoint=self.endpoint)
-        while True:
-            try:
-                return self.status_of(send(self.jobs().create(parent=self.parent, body=body), op))
-            except Transient as err:
-                attempts.wait(err)
-                made = self.created_meanwhile(request_id)
-                if made is not None:
-                    return made
-            except Conflict:
-                return self.already_exists(body, request_id)
+        reached = False  # whether any attempt may have reached the service (and made the job)
+        try:
+            while True:
+                try:
+                    return self.status_of(send(self.jobs().create(parent=self.parent, body=body), op))
+                except Transient as err:
+                    reached = reached or err.reached
+                    attempts.wait(err)
+                    made = self.created_meanwhile(request_id)
+                    if made is not None:
+                        return made
+                except Conflict:
+                    return self.already_exists(body, request_id)
+        except MlsubmitError as err:
+            if reached and getattr(err, "retries_ran_out", False):  # the create, or its look-up, gave up
+                raise self._maybe_created(err, request_id) from None
+            raise
+
+    def earlier(self, request_id: str, *, now: float | None = None) -> JobStatus | None:
+        """The job an earlier run of the same submission made (its label REQUEST_LABEL is `request_id`) if it was
+        created within REUSE_WINDOW; else None (a submission repeated days later is a new job)."""
+        found = self.find_request(request_id)
+        if found is None or not within_window(found.create_time, now if now is not None else time.time()):
+            return None
+        return found
+
+    def check_command(self, request_id: str) -> str:
+        """The `mlsubmit jobs list` command that shows the job created with `request_id`, if there is one."""
+        where = f" --project {self.project}" + (f" --region {self.region}" if self.api == "vertex" else "")
+        endpoint = f" --endpoint {self.clients.endpoint}" if self.clients.endpoint else ""
+        return f"mlsubmit jobs list --api {self.api}{where}{endpoint} --request-id {request_id}"
+
+    def _maybe_created(self, gave_up: MlsubmitError, request_id: str) -> MlsubmitError:
+        """The create's final error: it may have made the job all the same, and that is checkable."""
+        return OperationFailed(f"{gave_up.message}; the {self.noun} may have been created all the same",
+                               hint=f"to check: `{self.check_command(request_id)}`; running the same command again "
+                                    "is safe: it finds that job instead of creating a second one")
 
     def get(self, job: str) -> JobStatus:
         """The job named by `job`. UsageError if there is none."""
@@ -246,6 +278,16 @@ class Backend(abc.ABC):
             if not page.get("nextPageToken"):
                 return found
             body["pageToken"] = page["nextPageToken"]
+
+
+def within_window(create_time: str | None, now: float) -> bool:
+    """Whether a job created at `create_time` (RFC 3339) is at most REUSE_WINDOW old at `now` (unknown: yes)."""
+    try:
+        whole_seconds = re.sub(r"\.\d+", "", str(create_time)).replace("Z", "+00:00").replace("z", "+00:00")
+        created = datetime.fromisoformat(whole_seconds).timestamp()
+    except ValueError:
+        return True
+    return now - created <= REUSE_WINDOW
 
 
 def _entry(raw: dict[str, Any]) -> LogEntry:

@@ -37,11 +37,12 @@ class Op:
 
 
 class Transient(Exception):
-    """A failure worth retrying. `answered`: the server answered (429/5xx); False: no answer at all."""
+    """A failure worth retrying. `answered`: the server answered (429/5xx); False: no answer at all. `reached`:
+    the request may have reached the server (False only when no connection was ever made)."""
 
-    def __init__(self, description: str, answered: bool):
+    def __init__(self, description: str, answered: bool, reached: bool = True):
         super().__init__(description)
-        self.description, self.answered = description, answered
+        self.description, self.answered, self.reached = description, answered, reached
 
 
 class Conflict(Exception):
@@ -73,7 +74,7 @@ def send(request: Any, op: Op) -> dict[str, Any]:
     try:
         return request.execute(num_retries=0)
     except TransportError as err:
-        raise Transient(str(err), answered=False) from None
+        raise Transient(str(err), answered=False, reached=err.sent) from None
     except HttpError as err:
         code = err.resp.status
         status, message = _status(err)
@@ -114,13 +115,18 @@ def backoff(retry: RetryPolicy, deadline: float) -> Iterator[float]:
 
 
 def give_up(op: Op, last: Transient, retry: RetryPolicy, endpoint: str) -> Exception:
-    """The error after retries ran out: unreachable (no answer at all) is a usage problem, else the call failed."""
+    """The error after retries ran out: unreachable (no answer at all) is a usage problem, else the call failed.
+    It is marked `retries_ran_out` (a create that gives up may have happened all the same)."""
     if not last.answered:
-        return UsageError(f"cannot {op.what}: no answer from {endpoint} within {retry.probe_deadline:g} s "
-                          f"({last.description})", hint="check the network, --endpoint / MLSUBMIT_API_ENDPOINT")
-    return OperationFailed(f"cannot {op.what}: still failing after retrying for {retry.deadline:g} s "
-                           f"({last.description})", hint="try again later; MLSUBMIT_RETRY_DEADLINE sets how long "
-                                                         "to keep retrying")
+        error: Exception = UsageError(f"cannot {op.what}: no answer from {endpoint} within {retry.probe_deadline:g} s "
+                                      f"({last.description})", hint="check the network, --endpoint / "
+                                                                    "MLSUBMIT_API_ENDPOINT")
+    else:
+        error = OperationFailed(f"cannot {op.what}: still failing after retrying for {retry.deadline:g} s "
+                                f"({last.description})", hint="try again later; MLSUBMIT_RETRY_DEADLINE sets how "
+                                                              "long to keep retrying")
+    error.retries_ran_out = True  # type: ignore[attr-defined]
+    return error
 
 
 class Attempts:

@@ -8,7 +8,7 @@ mlsubmit.backends.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -32,6 +32,11 @@ CLOUD_OPTIONS = {
     "dry_run": (_flag("--dry-run", "Print the request body, the package's files and size and the program each "
                                    "replica runs; no credentials, no network, nothing sent."),
                 False),
+    "request_id": (Annotated[Optional[str], typer.Option(
+        "--request-id", metavar="KEY", show_default=False, rich_help_panel=_PANEL,
+        help="Mixed into the submission's idempotency key. Running the same submission again finds the job the "
+             "first run made (within a day) instead of creating a second one, even if that run never heard the "
+             "answer; a new KEY submits it again as a new job.")], None),
     "skip_preflight": (_flag("--skip-preflight", "Do not install a new package into a fresh venv before staging "
                                                  "it."), False),
 }
@@ -87,7 +92,8 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     from mlsubmit.requests import require_python_package
     require_python_package(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
-    submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path)
+    submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path,
+                                    request_key=cloud_flags.get("request_id"))
     for note in [*notes, *submission.notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
@@ -100,11 +106,15 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
     try:
-        status = submitting.submit(submission, backend)
+        earlier = submitting.earlier(submission, backend)
+        status = earlier or submitting.submit(submission, backend)
     except KeyboardInterrupt:
-        _say(f"\ninterrupted while submitting: the job may or may not exist (its label mlsubmit_request_id="
-             f"{submission.request_id}); see `mlsubmit jobs list`")
+        _say(f"\ninterrupted while submitting: the job may or may not exist; to check: "
+             f"`{backend.check_command(submission.request_id)}`; running the same command again is safe")
         raise typer.Exit(130) from None
+    if earlier is not None:
+        _say(f"this same submission already made job {status.job_id} (created {status.create_time}); not submitting "
+             "it again (add --request-id KEY with a new KEY to submit it as a new job)")
     named = f" ({status.display_name})" if status.display_name != status.job_id else ""
     _say(f"job {status.job_id}{named} accepted: {status.state}")
     url = backend.console_url(status)

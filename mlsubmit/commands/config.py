@@ -77,16 +77,41 @@ def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) ->
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder, so readers never see half a file."""
-    folder = path.resolve().parent
-    if not folder.is_dir():
+    """Write `text` to `path` through a temporary file in the same folder, so readers never see half a file.
+
+    The file gets the mode a plain `open(path, "w")` would give it: an existing file's, else 0666 less the umask
+    (the temporary file is created 0600).
+    """
+    try:
+        folder = path.resolve().parent
+        is_folder, in_folder = path.is_dir(), folder.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL in it
+        raise invalid_value("--output", str(path), "a file name this system can open",
+                            hint=getattr(err, "strerror", None) or str(err)) from None
+    if is_folder:
+        raise invalid_value("--output", str(path), "a file name, not a directory", hint=f"e.g. -o {path / 'job.yaml'}")
+    if not in_folder:
         raise invalid_value("--output", str(path), "a file in an existing folder", hint=f"mkdir -p {folder}")
-    handle = tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{path.name}.", suffix=".tmp", delete=False,
-                                         encoding="utf-8")
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
+    try:
+        handle = tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{path.name}.", suffix=".tmp", delete=False,
+                                             encoding="utf-8")
+    except OSError as err:
+        raise invalid_value("--output", str(path), "a file in a folder you can write to", hint=err.strerror) from None
     try:
         with handle:
             handle.write(text)
+        os.chmod(handle.name, mode)
         os.replace(handle.name, path)
     except BaseException:
         os.unlink(handle.name)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0o022)  # the only way to read it is to set it: put it straight back
+    os.umask(current)
+    return current

@@ -2,6 +2,7 @@
 render; the work is mlsubmit.backends). A rich table for people, `--output json` for scripts.
 """
 
+import re
 from typing import Annotated, Any, Optional
 
 import typer
@@ -63,18 +64,24 @@ def list_command(
                                                  help="Only jobs in this state: QUEUED, PREPARING, RUNNING, "
                                                       "SUCCEEDED, FAILED, CANCELLING, CANCELLED, …")] = None,
     limit: Annotated[str, typer.Option("--limit", metavar="N", help="At most N jobs, newest first.")] = "20",
+    request_id: Annotated[Optional[str], typer.Option(
+        "--request-id", metavar="ID", show_default=False,
+        help="Only the job a submission with this request id made (its label mlsubmit_request_id).")] = None,
     output: OUTPUT = "table",
 ) -> None:
     """List jobs, newest first."""
-    from mlsubmit.backends.base import check_state
+    from mlsubmit.backends.base import REQUEST_LABEL, check_state
     from mlsubmit.commands._jobs_view import job_table, print_json, status_json
 
     _checked_output(output)
-    if not limit.isdigit() or not 1 <= int(limit) <= 10000:
+    if not limit.isascii() or not limit.isdigit() or not 1 <= int(limit) <= 10000:  # not "٣", "²"
         raise invalid_value("--limit", limit, "a whole number from 1 to 10000")
     wanted = check_state(state) if state else None
+    if request_id is not None and not re.fullmatch(r"[0-9a-f]{32}", request_id):
+        raise invalid_value("--request-id", request_id, "the 32 hex digits of a job's mlsubmit_request_id label")
     backend, _ = _connect(target)
-    statuses = backend.list(wanted, int(limit))
+    statuses = backend.list(wanted, int(limit),
+                            filter=f'labels.{REQUEST_LABEL}="{request_id}"' if request_id else None)
     if output == "json":
         print_json([status_json(status) for status in statuses])
     else:

@@ -55,7 +55,7 @@ def train(
 def _port(text: Optional[str]) -> Optional[int]:
     if text is None:
         return None
-    if not text.isdigit() or not 1024 <= int(text) <= 65535:
+    if not text.isascii() or not text.isdigit() or not 1024 <= int(text) <= 65535:  # not "٣", "²"
         raise invalid_value("--start-port", text, "a port number from 1024 to 65535")
     return int(text)
 

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from mlsubmit import children
 from mlsubmit.emulator import prepare, reaper
 from mlsubmit.emulator.plan import JobPlan, legacy_plan, vertex_plan
 from mlsubmit.emulator.store import Job, Store
@@ -50,6 +51,7 @@ class _Run:
         self.stopping = False  # the emulator is shutting down: the job fails, saying so
         self.timed_out = False
         self.runner: Any = None
+        self.children = children.Group()  # what preparing it started (pip): stopped on cancel and shutdown
 
 
 class Executor:
@@ -101,6 +103,8 @@ class Executor:
             run.cancelled.set()
             if run.runner is not None:
                 run.runner.cancel()
+            else:
+                run.children.stop()  # still preparing: a pip install is not waited for
 
     def processes(self, name: str) -> list[dict[str, Any]]:
         """The replicas' processes: live ones from the runner, else those recorded when the job ended."""
@@ -126,6 +130,7 @@ class Executor:
         for run in runs.values():
             run.stopping = True
             run.cancelled.set()
+            run.children.stop(grace=0.5)
             if run.runner is not None:
                 run.runner.cancel()
         for thread in list(self._threads):
@@ -152,7 +157,8 @@ class Executor:
         run = self._runs[name]
         work = self.work_dir / "jobs" / name.rsplit("/", 1)[-1]
         try:
-            self._lifecycle(name, run, work)
+            with run.children:
+                self._lifecycle(name, run, work)
         except Exception as err:  # a bug must fail the job, never leave it RUNNING forever
             log.exception("job %s failed inside the emulator", name)
             job = self.store.get(name)
@@ -185,6 +191,8 @@ class Executor:
                 return self._interrupted(name, run)
             python = prepare.venv_python(packages, say)
         except prepare.PrepareError as err:
+            if run.cancelled.is_set():  # its install was stopped because the job was cancelled
+                return self._interrupted(name, run)
             return self._finish(self.store.get(name), "FAILED", str(err), "INVALID_ARGUMENT")
         from mlsubmit.emulator.launch import outcome_of, runner_for
 

@@ -3,6 +3,8 @@
     POST /emulator/v1/faults {"status": 503, "count": 2}        the next 2 API requests answer 503 UNAVAILABLE
     POST /emulator/v1/faults {"status": 429, "count": 1, "method": "POST", "path": "customJobs"}
                                                                  …only requests whose method and path match
+    POST /emulator/v1/faults {"status": 503, "count": 9, "method": "GET", "path": "customJobs", "skip": 1}
+                                                                 …after letting the first matching request through
     POST /emulator/v1/faults {"reset": 1}                        the next request's connection is dropped unanswered
     POST /emulator/v1/faults {"drop_create_response": 1}         the next create makes the job, then the
                                                                  connection is dropped: the client sees an error
@@ -24,7 +26,7 @@ from typing import Any
 from mlsubmit.emulator.errors import STATUS, ApiError, field_error
 
 _FAULT_STATUSES = (408, 429, 500, 502, 503, 504)
-_KEYS = {"status", "count", "method", "path", "reset", "drop_create_response"}
+_KEYS = {"status", "count", "method", "path", "reset", "drop_create_response", "skip"}
 
 
 @dataclass
@@ -34,6 +36,7 @@ class _Fault:
     status: int = 0
     method: str | None = None
     path: str | None = None
+    skip: int = 0  # matching requests let through before the fault starts firing
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (self.path is None or self.path in path)
@@ -42,7 +45,7 @@ class _Fault:
         out: dict[str, Any] = {"kind": self.kind, "remaining": self.remaining}
         if self.kind == "status":
             out["status"] = self.status
-        out.update({k: v for k, v in (("method", self.method), ("path", self.path)) if v})
+        out.update({k: v for k, v in (("method", self.method), ("path", self.path), ("skip", self.skip)) if v})
         return out
 
 
@@ -88,6 +91,9 @@ class Faults:
         with self._lock:
             for fault in self._armed:
                 if fault.kind in kinds and fault.matches(method, path):
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        continue
                     fault.remaining -= 1
                     if fault.remaining <= 0:
                         self._armed.remove(fault)
@@ -116,6 +122,7 @@ def _parse(request: Any) -> list[_Fault]:
         if value is not None and not (isinstance(value, str) and value):
             raise field_error(key, f"expected a non-empty string; received {value!r}")
     method = method.upper() if method else None
+    skip = _count(request, "skip") if "skip" in request else 0
     faults = []
     if "status" in request:
         status = request["status"]
@@ -123,14 +130,15 @@ def _parse(request: Any) -> list[_Fault]:
             raise field_error("status", f"expected one of {', '.join(map(str, _FAULT_STATUSES))} "
                                         f"({', '.join(STATUS.get(s, str(s)) for s in _FAULT_STATUSES)}); "
                                         f"received {status!r}")
-        faults.append(_Fault("status", _count({"count": request.get("count", 1)}, "count"), status, method, path))
+        faults.append(_Fault("status", _count({"count": request.get("count", 1)}, "count"), status, method, path,
+                             skip))
     elif "count" in request:
         raise field_error("count", "count goes with status")
     if "reset" in request:
-        faults.append(_Fault("reset", _count(request, "reset"), method=method, path=path))
+        faults.append(_Fault("reset", _count(request, "reset"), method=method, path=path, skip=skip))
     if "drop_create_response" in request:
         faults.append(_Fault("drop_create_response", _count(request, "drop_create_response"), method=method,
-                             path=path))
+                             path=path, skip=skip))
     if not faults:
         raise field_error("", "nothing to arm: give status (+ count), reset or drop_create_response")
     return faults

@@ -5,6 +5,7 @@ filterable fields.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from mlsubmit.emulator.plan import JobPlan
 from mlsubmit.emulator.server import Request
 from mlsubmit.emulator.store import Job
 
+log = logging.getLogger("mlsubmit.emulator")
 LIST_PAGE = (100, 1000)  # default and largest page of a list
 
 
@@ -64,8 +66,8 @@ def list_jobs(emulator: Any, flavor: Flavor, request: Request) -> tuple[int, dic
     """Newest first; `filter`, `pageSize`, `pageToken` as the API defines them."""
     prefix = flavor.parent(request.params)
     match = compile_filter(request.query.get("filter"), flavor.fields)
-    jobs = [flavor.render(job) for job in emulator.store.jobs()
-            if job.api == flavor.api and job.name.startswith(prefix)]
+    jobs = [resource for job in emulator.store.jobs() if job.api == flavor.api and job.name.startswith(prefix)
+            for resource in _rendered(flavor, job)]
     selected = [resource for resource in jobs if match(resource)]
     size = paging.page_size(request.query.get("pageSize"), default=LIST_PAGE[0], maximum=LIST_PAGE[1])
     page, token = paging.paginate(selected, key=lambda r: r["createTime"], size=size,
@@ -75,6 +77,15 @@ def list_jobs(emulator: Any, flavor: Flavor, request: Request) -> tuple[int, dic
     if token:
         body["nextPageToken"] = token
     return 200, body
+
+
+def _rendered(flavor: Flavor, job: Job) -> list[dict[str, Any]]:
+    """[the job's resource], or [] (logged) for a job that cannot be rendered: one bad job never fails a list."""
+    try:
+        return [flavor.render(job)]
+    except Exception:  # noqa: BLE001 - whatever is wrong with it, the other jobs are still listed
+        log.exception("cannot render %s; left out of the list", job.name)
+        return []
 
 
 def cancel(emulator: Any, flavor: Flavor, request: Request) -> tuple[int, dict]:

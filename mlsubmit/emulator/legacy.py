@@ -17,7 +17,7 @@ import hashlib
 from functools import partial
 from typing import Any
 
-from mlsubmit.emulator import jobs_api
+from mlsubmit.emulator import ids, jobs_api
 from mlsubmit.emulator.filters import Fields, time_field
 from mlsubmit.emulator.plan import legacy_plan
 from mlsubmit.emulator.server import Request, Router
@@ -56,8 +56,9 @@ FLAVOR = jobs_api.Flavor(
 
 
 def create(emulator: Any, request: Request) -> tuple[int, dict]:
-    body = checked_body("ml.v1", "GoogleCloudMlV1__Job", request.body or {})
     project = request.params["project"]
+    ids.check_project(project)
+    body = checked_body("ml.v1", "GoogleCloudMlV1__Job", request.body or {})
     plan = legacy_plan(body, project)
     job = Job(name=f"projects/{project}/jobs/{body['jobId']}", api="legacy", job_id=body["jobId"], project=project,
               body=body)

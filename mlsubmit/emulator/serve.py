@@ -62,6 +62,8 @@ def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str |
                                     hint=f"{err.strerror}; pick another --port, or --port 0 for any free one") \
                     from None
             raise
+        for damaged in emulator.store.damaged:
+            print(f"warning: skipped a damaged file in --data-dir: {damaged}", file=sys.stderr, flush=True)
         os.environ["STORAGE_EMULATOR_HOST"] = gcs_endpoint  # package look-ups and downloads go there
         os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "local-project")
         _serve(emulator, ready=lambda: ready(emulator.endpoint, gcs_endpoint, gcs is not None, data_dir, max_running,

@@ -5,13 +5,18 @@ Everything about the wire lives here, so the API modules only see decoded reques
   INVALID_ARGUMENT in Google's error shape, never a crash (an unexpected exception is a 500 INTERNAL);
 - any `Authorization` header is accepted and ignored — it is never logged (the access log shows the method,
   the path without its query string, and the status);
-- injected faults (`faults.Faults`) are applied before routing; the admin paths under `/emulator/` are exempt.
+- injected faults (`faults.Faults`) are applied before routing; the admin paths under `/emulator/` are exempt;
+- whatever the request, the answer is Google's error JSON, never HTML: HEAD is a GET without a body, OPTIONS and
+  TRACE are 405, a request line over 16 KiB is 414, an over-long or excess header 431, malformed chunking 400,
+  and a client that stops sending its headers or body for READ_TIMEOUT seconds gets a 408 (or, mid-headers, the
+  connection closed) instead of holding a thread forever (`MLSUBMIT_EMULATOR_READ_TIMEOUT` changes it).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import struct
@@ -29,6 +34,10 @@ log = logging.getLogger("mlsubmit.emulator")
 MAX_BODY = 1_572_864  # what the Google front end accepts for these APIs' JSON requests
 _DRAIN_LIMIT = 64 << 20  # read (and discard) oversized bodies up to this, so the client gets its 400
 ADMIN_PREFIX = "/emulator/"
+MAX_URL = 16_384  # longer request targets are 414, as Google's front end answers them
+READ_TIMEOUT = 5.0  # seconds a request's headers or body may stall
+IDLE_TIMEOUT = 300.0  # seconds a kept-alive connection may wait for its next request
+ALLOWED = "GET, HEAD, POST, DELETE"
 
 
 @dataclass
@@ -73,8 +82,10 @@ class EmulatorServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, port: int, router: Router, faults: Faults):
+    def __init__(self, port: int, router: Router, faults: Faults, *, read_timeout: float | None = None):
         self.router, self.faults = router, faults
+        self.read_timeout = read_timeout if read_timeout is not None else \
+            float(os.environ.get("MLSUBMIT_EMULATOR_READ_TIMEOUT") or READ_TIMEOUT)
         super().__init__(("127.0.0.1", port), _Handler)
 
     @property
@@ -105,6 +116,28 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # the default would print headers-free lines to stderr
         pass
 
+    def handle_one_request(self) -> None:
+        self.connection.settimeout(IDLE_TIMEOUT)  # waiting for the next request line
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        self.connection.settimeout(self.server.read_timeout)  # the request began: headers and body must follow
+        if len(self.raw_requestline) > MAX_URL:
+            self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
+            self.send_error(414)
+            return False
+        return super().parse_request()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """What http.server sends as an HTML page (bad request line, unsupported method, header too long, …),
+        in Google's error JSON."""
+        words = {414: "The request URL is too long.", 431: "The request headers are too large.",
+                 501: f"Method not implemented: {self.command!r}."}
+        self.close_connection = True
+        self.request_version = "HTTP/1.1"  # a garbled request line leaves HTTP/0.9, whose answers have no status
+        log.info("%s -> %d", (getattr(self, "requestline", "") or "")[:200], code)
+        self._send(code, ApiError(code, words.get(code) or message or f"HTTP {code}").body())
+
     def _handle(self) -> None:
         path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
         status = 500
@@ -124,14 +157,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, payload)
 
     def _dispatch(self, path: str) -> tuple[int, Any, Route]:
-        raw = self._read_body()
+        try:
+            raw = self._read_body()
+        except TimeoutError:
+            self.close_connection = True
+            raise ApiError(408, f"The request body did not arrive within {self.server.read_timeout:g} s.") from None
         if not path.startswith(ADMIN_PREFIX):
             fault = self.server.faults.before(self.command, path)
             if fault == "reset":
                 raise _Dropped()
             if isinstance(fault, ApiError):
                 raise fault
-        route, params = self.server.router.find(self.command, path)
+        route, params = self.server.router.find("GET" if self.command == "HEAD" else self.command, path)
         query = self._query()
         body = _decode(raw, self.headers.get("Content-Type", "")) if raw else None
         status, payload = route.handler(Request(self.command, path, params, query, body))
@@ -166,7 +203,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_chunked(self) -> bytes:
         chunks, total = [], 0
         while True:
-            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                self.close_connection = True
+                raise invalid_argument(f"Malformed chunked request body: the chunk size line {line[:40]!r} is not a "
+                                       "hexadecimal number.") from None
             if size == 0:
                 break
             total += size
@@ -194,6 +237,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
+        if status == 405:
+            self.send_header("Allow", ALLOWED)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -208,7 +253,15 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+    def _not_allowed(self) -> None:
+        self._discard(int(self.headers.get("Content-Length") or 0) if (self.headers.get("Content-Length") or
+                                                                     "0").isdigit() else _DRAIN_LIMIT + 1)
+        log.info("%s %s -> 405", self.command, urllib.parse.urlsplit(self.path).path)
+        self._send(405, ApiError(405, f"Method {self.command} is not allowed; the emulated APIs answer {ALLOWED}."
+                                 ).body())
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+    do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
 
 def _decode(raw: bytes, content_type: str) -> Any:

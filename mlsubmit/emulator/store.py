@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 
 from mlsubmit.emulator import times
 
+log = logging.getLogger("mlsubmit.emulator")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 ACTIVE = ("QUEUED", "PREPARING", "RUNNING", "CANCELLING")
 
@@ -81,6 +83,25 @@ def _atomic_write(path: Path, data: dict) -> None:
         raise
 
 
+def _job_from(data: Any) -> Job:
+    """A Job from its file's JSON; ValueError/TypeError for anything this version would not have written."""
+    job = Job(**data)
+    text_fields = (job.name, job.api, job.job_id, job.project, job.create_time, job.update_time)
+    if not all(isinstance(value, str) for value in text_fields) or not isinstance(job.body, dict) \
+            or not isinstance(job.seq, int) or job.state not in TERMINAL + ACTIVE \
+            or job.api not in ("vertex", "legacy") or not job.name.startswith(f"projects/{job.project}/") \
+            or not isinstance(job.processes, list):
+        raise ValueError("not a job this emulator wrote")
+    return job
+
+
+def _line_from(data: Any) -> LogLine:
+    line = LogLine(**data)
+    if not all(isinstance(getattr(line, f.name), str) for f in dataclasses.fields(LogLine)):
+        raise ValueError("not a log line this emulator wrote")
+    return line
+
+
 class Store:
     """Thread-safe job and log store. Reads hand out copies, so callers never see a job change under them."""
 
@@ -92,6 +113,7 @@ class Store:
         self._log_files: dict[str, Any] = {}
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.recovered: list[Job] = []  # jobs a restart found unfinished (now FAILED / CANCELLED)
+        self.damaged: list[str] = []  # "<file>: <why>" for each job or log file a restart could not read
         if self.data_dir is not None:
             (self.data_dir / "jobs").mkdir(parents=True, exist_ok=True)
             (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -106,8 +128,8 @@ class Store:
             self._seq += 1
             stamp = times.now()
             job = dataclasses.replace(job, seq=self._seq, create_time=stamp, update_time=stamp)
+            self._save(job)  # first: a job that cannot be written is not created at all
             self._jobs[job.name] = job
-            self._save(job)
             return dataclasses.replace(job)
 
     def get(self, name: str) -> Job | None:
@@ -123,8 +145,11 @@ class Store:
     def update(self, name: str, **changes: Any) -> Job:
         with self._lock:
             job = dataclasses.replace(self._jobs[name], **changes, update_time=times.now())
-            self._jobs[name] = job
-            self._save(job)
+            self._jobs[name] = job  # the state changes even if the disk refuses (the job is known already)
+            try:
+                self._save(job)
+            except OSError as err:
+                log.error("cannot save %s: %s", name, err)
             return dataclasses.replace(job)
 
     def delete(self, name: str) -> None:
@@ -167,25 +192,38 @@ class Store:
     def _load(self) -> None:
         for path in sorted((self.data_dir / "jobs").glob("*.json")):
             try:
-                job = Job(**json.loads(path.read_text(encoding="utf-8")))
-            except (ValueError, TypeError):
-                continue  # not a job file this version wrote
+                job = _job_from(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError) as err:
+                self._damaged(path, err)
+                continue
             self._jobs[job.name] = job
             self._seq = max(self._seq, job.seq)
             times.advance_past(job.update_time)
         lines = []
-        for path in (self.data_dir / "logs").glob("*.jsonl"):
-            for raw in path.read_text(encoding="utf-8").splitlines():
+        for path in sorted((self.data_dir / "logs").glob("*.jsonl")):
+            try:
+                raws = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+            except OSError as err:
+                self._damaged(path, err)
+                continue
+            bad = 0
+            for number, raw in enumerate(raws, 1):
                 try:
-                    lines.append(LogLine(**json.loads(raw)))
+                    lines.append(_line_from(json.loads(raw)))
                 except (ValueError, TypeError):
-                    continue  # a line torn by a crash
+                    bad += number < len(raws)  # only the last line may be torn by a crash: not damage
+            if bad:
+                self._damaged(path, ValueError(f"{bad} unreadable line{'s' if bad > 1 else ''} skipped"))
         self._lines = sorted(lines, key=lambda line: line.insert_id)
         if self._lines:
             times.advance_past(self._lines[-1].timestamp)
         for job in list(self._jobs.values()):
             if job.state in ACTIVE:
                 self.recovered.append(self._interrupted(job))
+
+    def _damaged(self, path: Path, err: Exception) -> None:
+        reason = f"{type(err).__name__}: {err}" if not isinstance(err, ValueError) else str(err)
+        self.damaged.append(f"{path}: {reason.splitlines()[0][:200]}")
 
     def _interrupted(self, job: Job) -> Job:
         stamp = times.now()

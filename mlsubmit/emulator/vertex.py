@@ -18,7 +18,7 @@ import secrets
 from functools import partial
 from typing import Any
 
-from mlsubmit.emulator import jobs_api
+from mlsubmit.emulator import ids, jobs_api
 from mlsubmit.emulator.errors import RPC_CODES, failed_precondition
 from mlsubmit.emulator.filters import Fields, time_field
 from mlsubmit.emulator.plan import vertex_plan
@@ -59,8 +59,11 @@ FLAVOR = jobs_api.Flavor(
 
 
 def create(emulator: Any, request: Request) -> tuple[int, dict]:
-    body = checked_body("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", request.body or {})
     project, location = request.params["project"], request.params["location"]
+    ids.check_project(project)
+    ids.check_location(location)
+    body = checked_body("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", request.body or {})
+    ids.check_display_name(body["displayName"])
     while True:
         job_id = str(secrets.randbelow(9 * 10**18) + 10**18)  # 19 digits, like the service's ids
         name = f"projects/{project}/locations/{location}/customJobs/{job_id}"

@@ -27,6 +27,7 @@ import venv
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlsubmit import children  # pip and the checks run as children that die with us and can be stopped
 from mlsubmit.errors import UsageError
 from mlsubmit.packaging.sdist import Sdist
 
@@ -80,7 +81,7 @@ def create_venv(venv_dir: Path) -> Path:
     venv.EnvBuilder(system_site_packages=True, with_pip=not has_pip, symlinks=os.name != "nt").create(venv_dir)
     python = _venv_python(venv_dir)
     if sys.prefix != sys.base_prefix:  # mlsubmit runs in a venv: bridge to its site-packages
-        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        purelib = children.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                  capture_output=True, text=True, check=True).stdout.strip()
         lines = [f"import site; site.addsitedir({path!r})\n" for path in site.getsitepackages()]
         Path(purelib, _BRIDGE).write_text("".join(lines))
@@ -107,7 +108,7 @@ def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathL
     cmd = [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
            "--ignore-installed", "--no-cache-dir", "--no-input", str(path)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir,
+        done = children.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir,
                               env=_clean_env(venv_dir))
     except subprocess.TimeoutExpired:
         raise UsageError(f"pip did not install {path.name} within {timeout:.0f} s") from None
@@ -129,7 +130,7 @@ def _origin(python: Path, module: str, cwd: Path, timeout: float) -> str:
 
 def _runs(python: Path, args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        return children.run([str(python), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
                               env=_clean_env(cwd), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return None

@@ -95,7 +95,8 @@ class ArrayInput:
                 with np.load(self.path, allow_pickle=False) as data:
                     array = data[self.member]
             for start in range(0, self.count, batch_size):
-                yield preprocess(np.ascontiguousarray(array[start:start + batch_size]), self.description)
+                yield _finite(preprocess(np.ascontiguousarray(array[start:start + batch_size]), self.description),
+                              start, self.description)
             return
         row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         with self._stream() as f:
@@ -104,7 +105,17 @@ class ArrayInput:
                 rows = min(batch_size, self.count - start)
                 buffer = _read_exactly(f, rows * row_bytes, self.description)
                 raw = np.frombuffer(buffer, dtype=self.dtype).reshape(rows, *self.shape[1:])
-                yield preprocess(raw, self.description)
+                yield _finite(preprocess(raw, self.description), start, self.description)
+
+
+def _finite(x: np.ndarray, start: int, what: str) -> np.ndarray:
+    """The batch, if every value is finite; else the first row that is not (a model turns NaN into NaN)."""
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        row = int(np.argmin(np.isfinite(x).reshape(len(x), -1).all(axis=1)))
+        bad = x[row][~np.isfinite(x[row])].flat[0]
+        raise UsageError(f"invalid input {what}: row {start + row} holds {bad}; expected finite numbers",
+                         hint="drop or fill in the rows with NaN or inf before predicting")
+    return x
 
 
 def _read_exactly(f, size: int, what: str) -> bytes:
@@ -129,15 +140,19 @@ def _read_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
     return npy._read_array_header(f, version)  # 3.0 (utf-8 field names): no public reader
 
 
+def _header(path: Path, member: str | None) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) of a .npy, or of the member of an .npz."""
+    if member is None:
+        with open(path, "rb") as f:
+            return _read_header(f)
+    with zipfile.ZipFile(path) as archive, archive.open(f"{member}.npy") as f:
+        return _read_header(f)
+
+
 def _open_array(path: Path, member: str | None) -> ArrayInput:
     what = f"{path}[{member}]" if member else str(path)
     try:
-        if member is None:
-            with open(path, "rb") as f:
-                shape, fortran, dtype = _read_header(f)
-        else:
-            with zipfile.ZipFile(path) as archive, archive.open(f"{member}.npy") as f:
-                shape, fortran, dtype = _read_header(f)
+        shape, fortran, dtype = _header(path, member)
     except (ValueError, OSError, zipfile.BadZipFile, KeyError) as exc:
         raise UsageError(f"invalid input {what}: cannot read it as a numpy array ({exc})") from None
     if dtype.hasobject or dtype.kind not in "uif":
@@ -244,26 +259,41 @@ def open_input(inputs: tuple[str, ...], key: str | None) -> ArrayInput | ImageIn
     return _open_array(path, member)
 
 
+def _labels_from(spec: str, path: Path, key: str | None) -> np.ndarray:
+    """The labels array at `path` (an .npz's `key`), refused in one line if it is not plain numbers."""
+    what = f"{path}[{key}]" if key else str(path)
+    try:
+        _, _, dtype = _header(path, key)  # no pickle is run to read it
+    except (ValueError, OSError, zipfile.BadZipFile, KeyError) as exc:
+        raise invalid_value("--labels", spec, "a readable .npz or .npy of labels", hint=str(exc)) from None
+    if dtype.hasobject:
+        raise invalid_value("--labels", spec, f"integer class labels; {what} holds Python objects (dtype object), "
+                            "which only unpickling could read", hint="save the labels as integers, e.g. "
+                            "np.savez(FILE, y_test=y.astype('int64'))")
+    try:
+        if key is None:
+            return np.load(path, allow_pickle=False)
+        with np.load(path, allow_pickle=False) as data:
+            return data[key]
+    except (ValueError, OSError, zipfile.BadZipFile, KeyError, EOFError) as exc:
+        raise invalid_value("--labels", spec, "a readable .npz or .npy of labels", hint=str(exc)) from None
+
+
 def _label_array(spec: str, source: ArrayInput | ImageInput) -> tuple[np.ndarray, str]:
     path = Path(spec)
     if path.is_file() and path.suffix.lower() in (".npz", ".npy"):
-        try:
-            if path.suffix.lower() == ".npy":
-                return np.load(path, allow_pickle=False), str(path)
-            with np.load(path, allow_pickle=False) as data:
-                keys = list(data.files)
-                key = "y_test" if "y_test" in keys else (keys[0] if len(keys) == 1 else None)
-                if key is None:
-                    raise invalid_value("--labels", spec, f"an .npz with y_test or a single array; found "
-                                        f"{', '.join(keys) or 'none'}")
-                return data[key], f"{path}[{key}]"
-        except (ValueError, OSError, zipfile.BadZipFile) as exc:
-            raise invalid_value("--labels", spec, "a readable .npz or .npy of labels", hint=str(exc)) from None
+        if path.suffix.lower() == ".npy":
+            return _labels_from(spec, path, None), str(path)
+        keys = _npz_keys(path)
+        key = "y_test" if "y_test" in keys else (keys[0] if len(keys) == 1 else None)
+        if key is None:
+            raise invalid_value("--labels", spec, f"an .npz with y_test or a single array; found "
+                                f"{', '.join(keys) or 'none'}")
+        return _labels_from(spec, path, key), f"{path}[{key}]"
     if isinstance(source, ArrayInput) and source.member is not None:
         keys = _npz_keys(source.path)
         if spec in keys:
-            with np.load(source.path, allow_pickle=False) as data:
-                return data[spec], f"{source.path}[{spec}]"
+            return _labels_from(spec, source.path, spec), f"{source.path}[{spec}]"
         raise invalid_value("--labels", spec, f"a .npz/.npy file or a key of {source.path}: {', '.join(keys)}",
                             hint=did_you_mean(spec, keys))
     raise invalid_value("--labels", spec, "an existing .npz or .npy file of labels")

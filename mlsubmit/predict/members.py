@@ -7,8 +7,10 @@ run that code, which can do anything. `--unsafe` lifts this for models from a so
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -29,10 +31,20 @@ class Member:
 
 
 def _keras():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
-    from mlsubmit_runtime.kerasmod import get_keras
+    if "tensorflow" in sys.modules:
+        from mlsubmit_runtime.kerasmod import get_keras
 
-    return get_keras()
+        return get_keras()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
+    from mlsubmit.chatter import quiet_native_startup
+
+    with quiet_native_startup():  # what C++ prints before the variable takes effect, and at device start-up
+        import tensorflow as tf
+        from mlsubmit_runtime.kerasmod import get_keras
+
+        keras = get_keras()
+        tf.config.list_physical_devices()
+    return keras
 
 
 def _quiet_retracing() -> None:
@@ -47,6 +59,20 @@ def _is_safe_mode_refusal(exc: Exception) -> bool:
     return "safe_mode" in text or "unsafe_deserialization" in text
 
 
+def _archive_damage(path) -> str | None:
+    """Why a .keras file (a zip archive) is not whole, or None: Keras reports a cut-off one as "File not found"."""
+    import zipfile
+
+    if Path(path).suffix != ".keras":
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        return f"not a complete .keras zip archive of {Path(path).stat().st_size} bytes: {exc}"
+    return f"{bad} fails its CRC check" if bad else None
+
+
 def load_member(source: ModelSource, unsafe: bool = False) -> Member:
     """Load one model file and read its input shape and class count.
 
@@ -54,6 +80,10 @@ def load_member(source: ModelSource, unsafe: bool = False) -> Member:
         UsageError: a Lambda layer without --unsafe, a file Keras cannot load, or a model that does not output
             one probability per class.
     """
+    damage = _archive_damage(source.model_file)  # before TensorFlow loads: Keras would say "File not found"
+    if damage:
+        raise UsageError(f"invalid value for MODEL: {source.name} is damaged or truncated ({damage})",
+                         hint="copy or download the model again")
     keras = _keras()
     _quiet_retracing()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,8 @@ OUTPUT_FORMATS = (".csv", ".npz", ".json")
 MODEL_SUFFIXES = (".keras", ".h5")
 MAX_AUTO_BATCH = 1024  # rows; beyond this, bigger batches stop paying on CPU (and cost memory)
 AUTO_BATCH_BYTES = 32 << 20  # float32 input per batch when --batch-size is auto
+# What a user types as a number: ASCII digits only (float() would also take "٣", "1_0", "nan" and "inf")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -56,15 +59,17 @@ def default_cache_dir() -> Path:
     return Path(home).expanduser() / "cache"
 
 
-def check_weight_values(values: tuple[float, ...], count: int, field: str = "--weights") -> None:
-    """Explicit weights: one per model, finite, none negative, not all zero."""
-    shown = ",".join(f"{v:g}" for v in values)
+def check_weight_values(values: tuple[float, ...], count: int, field: str = "--weights",
+                        received: str | None = None) -> None:
+    """Explicit weights: one per model, finite, none negative, not all zero. `received`: the text as typed."""
+    shown = received if received is not None else ",".join(f"{v:g}" for v in values)
     if len(values) != count:
         raise invalid_value(field, shown, f"{count} weight{'s' if count != 1 else ''}, one per model "
                             f"(got {len(values)})", hint="give one comma-separated weight per MODEL, in order")
-    bad = [v for v in values if not math.isfinite(v) or v < 0]
+    bad = [i for i, v in enumerate(values) if not math.isfinite(v) or v < 0]
     if bad:
-        raise invalid_value(field, shown, f"finite weights ≥ 0; {bad[0]:g} is not",
+        word = received.split(",")[bad[0]].strip() if received is not None else f"{values[bad[0]]:g}"
+        raise invalid_value(field, shown, f"finite weights ≥ 0; {word} is not",
                             hint="use 0 to leave a model out")
     if not any(values):
         raise invalid_value(field, shown, "at least one weight > 0 (they are all zero)",
@@ -77,11 +82,11 @@ def parse_weights(text: str, count: int) -> WeightSpec:
     if word in WEIGHT_MODES:
         return WeightSpec(word)
     allowed = "accuracy, equal, or one comma-separated number per model such as 0.5,0.3,0.2"
-    try:
-        values = tuple(float(part) for part in word.split(","))
-    except ValueError:
-        raise invalid_value("--weights", text, allowed, hint=did_you_mean(word, WEIGHT_MODES)) from None
-    check_weight_values(values, count)
+    parts = [part.strip() for part in word.split(",")]
+    if not all(_DECIMAL.fullmatch(part) for part in parts):
+        raise invalid_value("--weights", text, allowed, hint=did_you_mean(word, WEIGHT_MODES))
+    values = tuple(float(part) for part in parts)
+    check_weight_values(values, count, received=text)
     return WeightSpec("explicit", values)
 
 
@@ -131,10 +136,7 @@ def make_request(models: list[str] | tuple[str, ...], inputs: list[str] | tuple[
         raise UsageError("missing --input: pass a .npz, a .npy, or image files/globs")
     if batch_size is not None and str(batch_size) != "auto":
         received = str(batch_size)
-        try:
-            batch_size = int(received)
-        except ValueError:
-            batch_size = 0
+        batch_size = int(received) if re.fullmatch(r"[0-9]{1,9}", received.strip()) else 0
         if batch_size < 1:
             raise invalid_value("--batch-size", received, "auto or a whole number ≥ 1 (rows per batch)")
     else:

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from mlsubmit import children
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -78,13 +80,14 @@ class Cloud:
         return [sys.executable, "-m", "mlsubmit", *args]
 
     def run(self, *args: str, timeout: float = 300.0, **env: str) -> Run:
-        done = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout,
-                              env={**self.env, **env}, cwd=ROOT)
+        done = children.run(self.command(*args), capture_output=True, text=True, timeout=timeout,
+                            env={**self.env, **env}, cwd=ROOT)  # a timeout kills its whole process group
         return Run(done.returncode, done.stdout, done.stderr)
 
     def start(self, *args: str, **env: str) -> Streaming:
         return Streaming(subprocess.Popen(self.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, env={**self.env, **env}, cwd=ROOT))
+                                          text=True, env={**self.env, **env}, cwd=ROOT,
+                                          **children.popen_kwargs(default_sigint=True)))  # tests send Ctrl-C
 
     def json(self, *args: str) -> Any:
         run = self.run(*args, "--output", "json")

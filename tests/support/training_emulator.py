@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from mlsubmit.children import popen_kwargs
+
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
 _READY = re.compile(r"Training-service emulator on (http://127\.0\.0\.1:\d+)")
@@ -64,7 +66,7 @@ class TrainingEmulator:
                "TF_CPP_MIN_LOG_LEVEL": "3"}
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
             self.process = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=self.home,
-                                            start_new_session=True)
+                                            **popen_kwargs())  # it dies with the test session, whatever happens
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = _READY.search(self.stdout_path.read_text())

@@ -1,0 +1,322 @@
+"""Hostile and careless input, each with the exact one line a user reads on stderr (exit code 2, nothing written).
+
+The table runs the real CLI in-process through typer's CliRunner; the cases where the process itself matters
+(stderr of a command that imports TensorFlow, credentials that cannot refresh) run it as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlsubmit.cli import app
+
+
+def _bomb(levels: int = 9) -> str:
+    """A ~1 KB "billion laughs": each anchor is a list of ten aliases of the one before."""
+    lines = ["  l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "trainingInput:\n  scaleTier: BASIC\nlaughs:\n" + "\n".join(lines) + "\n"
+
+
+def _chain(aliases: int = 2000) -> str:
+    """The issue's case: 2,000 aliases, each a list holding the previous one twice (~100 KB)."""
+    lines = ["  c0: &c0 [1, 1]"] + [f"  c{i}: &c{i} [*c{i - 1}, *c{i - 1}]" for i in range(1, aliases)]
+    return "trainingInput:\n  scaleTier: BASIC\nchain:\n" + "\n".join(lines) + "\n"
+
+
+FILES: dict[str, bytes] = {
+    "latin1.yaml": "trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://b/d\u00e9j\u00e0\n".encode("latin-1"),
+    "binary.yaml": bytes(range(256)),
+    "deep.yaml": b"trainingInput:\n  args: " + b"[" * 1000 + b"]" * 1000 + b"\n",
+    "bomb.yaml": _bomb().encode(),
+    "chain.yaml": _chain().encode(),
+    "recursive.yaml": b"trainingInput: &t\n  scaleTier: BASIC\n  nested: *t\n",
+    "dup.yaml": b"trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  scaleTier: BASIC\n",
+    "dup_nested.yaml": b"workerPoolSpecs:\n- machineSpec:\n    machineType: n1-standard-4\n    machineType: n1-standard-8\n",
+    "anchors_ok.yaml": b"workerPoolSpecs:\n- machineSpec: &m {machineType: n1-standard-4}\n  replicaCount: 1\n"
+                       b"- machineSpec:\n    <<: *m\n    machineType: n1-standard-8\n  replicaCount: 2\n",
+}
+BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test costs no disk time
+INT64 = "9223372036854775807"
+
+CASES = [
+    # YAML: encoding, nesting, amplification, size, duplicate keys
+    ("config --config latin1.yaml", "invalid --config latin1.yaml: not UTF-8 text (byte 0xe9 at offset 52); "
+     "expected a UTF-8 YAML file; save it as UTF-8"),
+    ("config --config binary.yaml", "invalid --config binary.yaml: not UTF-8 text (byte 0x80 at offset 128); "
+     "expected a UTF-8 YAML file; save it as UTF-8"),
+    ("config --config deep.yaml", "invalid YAML in --config deep.yaml at line 2, column 107: nested deeper than "
+     "100 levels; a job config is a few levels deep: check the file"),
+    ("config --config bomb.yaml", "invalid YAML in --config bomb.yaml: its aliases expand it to more than "
+     "100000 nodes; write the values out instead of nesting aliases"),
+    ("config --config chain.yaml", "invalid YAML in --config chain.yaml: its aliases expand it to "
+     "more than 100000 nodes; write the values out instead of nesting aliases"),
+    ("config --config recursive.yaml", "invalid YAML in --config recursive.yaml at line 1, column 16: an alias "
+     "refers to the node that holds it (a recursive document); write the values out instead"),
+    ("config --config big.yaml", "invalid --config big.yaml: larger than 1572864 bytes; expected at most 1.5 MiB "
+     "(the API's request size limit); a job config is a few KB: check the file"),
+    ("config --config dup.yaml", "invalid YAML in --config dup.yaml at line 4, column 3: duplicate key 'scaleTier' "
+     "(first at line 2); keep one of them: YAML would silently use the last"),
+    ("config --config dup_nested.yaml", "invalid YAML in --config dup_nested.yaml at line 4, column 5: duplicate "
+     "key 'machineType' (first at line 3); keep one of them: YAML would silently use the last"),
+    ("config --config .", "invalid value for --config: received '.'; expected a readable YAML file; Is a directory"),
+    # numbers: beyond int64, Unicode digits, what the user typed
+    ("config --workers 99999999999999999999999", "invalid value for --workers: received '99999999999999999999999'; "
+     f"expected a whole number from 0 to {INT64} (int64)"),
+    ("config --max-runtime 99999999999999999999d", "invalid value for --max-runtime: received "
+     "'99999999999999999999d'; expected a duration of at most 315576000000s (the API's limit)"),
+    ("config --workers \u0663", "invalid value for --workers: received '\u0663'; expected a whole number >= 0"),
+    ("config --gpus \uff12", "invalid value for --gpus: received '\uff12'; expected a whole number >= 0"),
+    ("config --max-runtime \u0663h", "invalid value for --max-runtime: received '\u0663h'; expected a duration such "
+     "as 7200s, 90m, 2h or 1h30m"),
+    ("predict m.keras -i x.npz -w 1e400", "invalid value for --weights: received '1e400'; expected finite weights "
+     "≥ 0; 1e400 is not; use 0 to leave a model out"),
+    ("predict m.keras m.keras -i x.npz -w 1,nan", "invalid value for --weights: received '1,nan'; expected "
+     "accuracy, equal, or one comma-separated number per model such as 0.5,0.3,0.2"),
+    ("predict m.keras -i x.npz -w \u0663", "invalid value for --weights: received '\u0663'; expected accuracy, "
+     "equal, or one comma-separated number per model such as 0.5,0.3,0.2"),
+    ("predict m.keras -i x.npz --batch-size \u0663", "invalid value for --batch-size: received '\u0663'; expected "
+     "auto or a whole number ≥ 1 (rows per batch)"),
+    ("jobs list --limit \u00b2 --project p --region us-central1 --endpoint http://127.0.0.1:9",
+     "invalid value for --limit: received '\u00b2'; expected a whole number from 1 to 10000"),
+    ("train --local --start-port \u0663\u0663\u0663\u0663", "invalid value for --start-port: received "
+     "'\u0663\u0663\u0663\u0663'; expected a port number from 1024 to 65535"),
+    ("train --dry-run --project p --region us-central1 --staging-bucket gs://b\u00fccket", "invalid value for "
+     "--staging-bucket: received 'gs://b\u00fccket'; expected gs://BUCKET[/PREFIX] with a valid bucket name; write "
+     "it as gs://BUCKET/PREFIX"),
+    # text no file system or API takes: one line all the same
+    ("config --label 'a\nb'", "invalid value for --label: received 'a\\nb'; expected KEY=VALUE; write --label "
+     "a\\nb=VALUE"),
+    ("config --config 'a\x00b'", "invalid value for --config: received 'a\\x00b'; expected a readable YAML file; "
+     "embedded null byte"),
+    (f"predict {'a' * 300} -i x.npz", f"invalid path: received '{'a' * 60}…' (300 characters); expected a file name "
+     "the file system can hold (at most 255 bytes a part, 4096 in all): File name too long"),
+    ("jobs describe j\udcff --project p --region us-central1 --endpoint http://127.0.0.1:9", "invalid text: "
+     "received 'display_name=\"j\\udcff\"', which holds '\\udcff'; expected UTF-8 text; retype it, or check the "
+     "terminal's encoding"),
+    # output
+    (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 300}'; expected a file name this "
+     "system can open; File name too long"),
+    ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
+     "job.yaml"),
+    # click's usage errors: one line, with a did-you-mean
+    ("config --wokers 2", "unknown option --wokers for `mlsubmit config`; did you mean '--workers'?"),
+    ("predict m.keras -i x.npz --wieghts equal", "unknown option --wieghts for `mlsubmit predict`; did you mean "
+     "'--weights'?"),
+    ("config --zzz", "unknown option --zzz for `mlsubmit config`; see `mlsubmit config --help`"),
+    ("config --tier", "option '--tier' requires an argument; see `mlsubmit config --help`"),
+    ("predict -i x.npz", "missing argument 'MODEL'; see `mlsubmit predict --help`"),
+    ("predict m.keras", "missing option '--input' / '-i'; see `mlsubmit predict --help`"),
+    ("trian", "unknown command 'trian' for `mlsubmit`; did you mean 'train'?"),
+    ("jobs lst", "unknown command 'lst' for `mlsubmit jobs`; did you mean 'list'?"),
+    ("emulator --port \u0663", "invalid value for '--port': Input should be a valid integer, unable to parse string "
+     "as an integer; see `mlsubmit emulator --help`"),
+    ("--verison", "unknown option --verison for `mlsubmit`; did you mean '--version'?"),
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("hostile")
+    for name, data in FILES.items():
+        (folder / name).write_bytes(data)
+    with open(folder / "big.yaml", "wb") as handle:
+        handle.truncate(BIG)
+    (folder / "m.keras").write_bytes(b"PK")  # only its name is looked at before these errors
+    return folder
+
+
+@pytest.mark.parametrize("args, message", CASES, ids=[c[0][:50] for c in CASES])
+def test_hostile_input_is_one_line_exit_2(args, message, hostile_dir, monkeypatch):
+    monkeypatch.chdir(hostile_dir)
+    started = time.monotonic()
+    result = CliRunner().invoke(app, shlex.split(args))
+    assert time.monotonic() - started < 2  # refused fast, alias bombs and 10 MB files included
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"error: {message}"]
+    assert result.stdout == ""
+    assert not list(hostile_dir.glob(".*.tmp"))
+
+
+def test_yaml_anchors_and_merge_keys_still_work(hostile_dir, monkeypatch):
+    """Bounded YAML is still YAML: a merge key's value may be overridden, small anchors are fine."""
+    monkeypatch.chdir(hostile_dir)
+    result = CliRunner().invoke(app, ["config", "--config", "anchors_ok.yaml"])
+    assert result.exit_code == 0, result.output
+    assert "machineType: n1-standard-8" in result.stdout
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_config_output_mode_follows_the_umask(umask, mode, tmp_path):
+    previous = os.umask(umask)
+    try:
+        result = CliRunner().invoke(app, ["config", "-o", str(tmp_path / "job.yaml")])
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE((tmp_path / "job.yaml").stat().st_mode) == mode
+    assert [p.name for p in tmp_path.iterdir()] == ["job.yaml"]  # written atomically: no temporary file left
+
+
+# Credentials: what google-auth cannot load or refresh is one line naming the file and the fix.
+LOGIN = "run `gcloud auth application-default login`"
+JOBS_LIST = ["jobs", "list", "--project", "p", "--region", "us-central1"]
+
+
+@pytest.fixture
+def no_adc(tmp_path, monkeypatch):
+    """No gcloud configuration, no emulator endpoint: a cloud command must find credentials itself."""
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    for name in ("MLSUBMIT_API_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def _service_account(token_uri: str) -> dict:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return {"type": "service_account", "project_id": "p", "private_key_id": "1", "private_key": pem,
+            "client_email": "sa@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": token_uri}
+
+
+def test_credentials_that_cannot_refresh_offline_are_one_line(no_adc, monkeypatch):
+    """An authorized_user ADC file whose token server is out of reach (here: a proxy that refuses)."""
+    import json
+
+    key = no_adc / "adc.json"
+    key.write_text(json.dumps({"type": "authorized_user", "client_id": "c.apps.googleusercontent.com",
+                               "client_secret": "s", "refresh_token": "1//r"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # offline, whatever the machine's network
+    result = CliRunner().invoke(app, JOBS_LIST)
+    assert result.stderr.splitlines() == [
+        f"error: Google Cloud credentials ({key}) could not be refreshed: the token server oauth2.googleapis.com "
+        f"could not be reached (ProxyError); check the network; if the login has expired, {LOGIN}"]
+    assert result.exit_code == 1
+
+
+def test_refused_refresh_is_one_line(no_adc, monkeypatch):
+    """A token server that answers invalid_grant (a revoked key): RefreshError, one line, exit 2."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class TokenServer(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), TokenServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        key = no_adc / "sa.json"
+        key.write_text(json.dumps(_service_account(f"http://127.0.0.1:{server.server_port}/token")))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        result = CliRunner().invoke(app, JOBS_LIST)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert result.stderr.splitlines() == [
+        f"error: Google Cloud credentials ({key}) could not be refreshed: invalid_grant: Invalid JWT Signature.; "
+        f"{LOGIN}, or point GOOGLE_APPLICATION_CREDENTIALS at a valid key file"]
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("content, detail", [
+    ('{"type": "service_account", "project_id": "p", "private_key": "garbage"',
+     "JSONDecodeError: Expecting ',' delimiter: line 1 column 72 (char 71)"),
+    ('{"type": "service_account", "private_key": "garbage", "client_email": "a@p.iam.gserviceaccount.com", '
+     '"token_uri": "https://oauth2.googleapis.com/token"}',
+     "ValueError: Unable to load PEM file. See https://cryptography.io/en/latest/faq/"
+     "#why-can-t-i-import-my-pem-file for more details. MalformedFraming"),
+    ('{"type": "service_account", "token_uri": "https://oauth2.googleapis.com/token"}', "MalformedError: Service "
+     "account info was not in the expected format, missing fields client_email."),
+])
+def test_malformed_key_file_is_named_not_missing(content, detail, no_adc, monkeypatch):
+    key = no_adc / "key.json"
+    key.write_text(content)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    result = CliRunner().invoke(app, JOBS_LIST)
+    assert result.stderr.splitlines() == [
+        f"error: invalid Application Default Credentials file {key}: malformed ({detail}); download the key again "
+        f"or {LOGIN}; GOOGLE_APPLICATION_CREDENTIALS names the file"]
+    assert result.exit_code == 2
+
+
+# predict: messages that name the real problem, and nothing in front of them
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A tiny softmax model, a truncated copy, and inputs: one with a NaN, labels stored as Python objects."""
+    import keras
+    import numpy as np
+
+    folder = tmp_path_factory.mktemp("predict")
+    inputs = keras.Input((4,))
+    keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(inputs)).save(folder / "m.keras")
+    whole = (folder / "m.keras").read_bytes()
+    (folder / "cut.keras").write_bytes(whole[:len(whole) // 2])
+    x = np.random.default_rng(0).random((6, 4), dtype=np.float32)
+    np.savez(folder / "ok.npz", x_test=x, y_objects=np.array([1, "a", None, 2, 0, 1], dtype=object))
+    x[4, 2] = np.nan
+    np.savez(folder / "nan.npz", x_test=x)
+    np.save(folder / "objects.npy", np.array([1, 2, None, 0, 1, 2], dtype=object))
+    return folder
+
+
+PREDICT_CASES = [
+    ("predict m.keras -i nan.npz", "invalid input nan.npz[x_test]: row 4 holds nan; expected finite numbers; drop "
+     "or fill in the rows with NaN or inf before predicting"),
+    ("predict cut.keras -i ok.npz", "invalid value for MODEL: cut.keras is damaged or truncated (not a complete "
+     "{size} bytes: File is not a zip file); copy or download the model again"),
+    ("predict m.keras -i ok.npz --labels y_objects", "invalid value for --labels: received 'y_objects'; expected "
+     "integer class labels; ok.npz[y_objects] holds Python objects (dtype object), which only unpickling could "
+     "read; save the labels as integers, e.g. np.savez(FILE, y_test=y.astype('int64'))"),
+    ("predict m.keras -i ok.npz --labels objects.npy", "invalid value for --labels: received 'objects.npy'; "
+     "expected integer class labels; objects.npy holds Python objects (dtype object), which only unpickling could "
+     "read; save the labels as integers, e.g. np.savez(FILE, y_test=y.astype('int64'))"),
+]
+
+
+@pytest.mark.parametrize("args, message", PREDICT_CASES, ids=[c[0] for c in PREDICT_CASES])
+def test_predict_names_the_real_problem(args, message, model_dir, monkeypatch):
+    monkeypatch.chdir(model_dir)
+    message = message.replace("{size}", f".keras zip archive of {(model_dir / 'cut.keras').stat().st_size}")
+    result = CliRunner().invoke(app, shlex.split(args))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"error: {message}"]
+    assert result.stdout == ""
+
+
+def test_predict_error_is_the_only_line_on_stderr(model_dir):
+    """A fresh process imports TensorFlow, whose C++ start-up lines would come first: stderr is one line."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "predict", "m.keras", "-i", "nan.npz"],
+                          cwd=model_dir, env={**env, "PYTHONPATH": str(Path(__file__).parent.parent)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: {PREDICT_CASES[0][1]}"]
+    assert done.stdout == ""
