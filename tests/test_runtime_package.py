@@ -38,7 +38,8 @@ def test_mlsubmit_never_imports_the_bundled_trainer_and_its_wheel_does_not_insta
 def test_the_runtime_imports_no_tensorflow_keras_or_google_client_when_imported():
     probe = ("import sys, mlsubmit_runtime.multi_gpu, mlsubmit_runtime.artifacts, mlsubmit_runtime.devices, "
              "mlsubmit_runtime.features, mlsubmit_runtime.hypertune, mlsubmit_runtime.kerasmod\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras', 'google')))")
+             "heavy = ('tensorflow', 'keras', 'tf_keras', 'google')\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
 
