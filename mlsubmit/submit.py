@@ -8,9 +8,8 @@
 a job name when none was given, the job dir, the package's files and sha256 (so its content-addressed URI is
 known before anything is built), the request body (a pure function of the spec, checked against the API's
 discovery schema), and the request id that makes the create idempotent. The request id is derived from the
-submission (`request_id_of`): a re-run of the same command
-finds the job an earlier run made (`earlier`) instead of creating a second one, even when that run never heard
-the create's answer. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
+submission (`request_id_of`): a re-run of the same command finds the job an earlier run made (`earlier`) instead
+of creating a second one, even when that run never heard the create's answer. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
 submitted after a validation error. The package is pre-flighted (installed offline into a fresh venv) only
 when its sha256 is not staged yet: once per content hash, like the upload.
 """
