@@ -12,6 +12,7 @@ from setuptools import find_packages, setup
 NAME = "trainer"
 VERSION = "0.1.0"
 REQUIRED_PACKAGES = [
+    "mlsubmit-runtime",  # staged beside this package by mlsubmit (multi_gpu_model, artifacts, emulated devices)
     "h5py>=3.10",
     "google-cloud-storage>=2.16",
     "matplotlib>=3.8",

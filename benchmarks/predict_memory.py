@@ -60,7 +60,7 @@ def make_job_dirs(root: Path) -> list[str]:
     """Three job dirs as the trainer lays them out (model.keras, metrics.json, MANIFEST.json), untrained weights."""
     import keras
 
-    from trainer.artifacts import build_manifest, write_json
+    from mlsubmit_runtime.artifacts import build_manifest, write_json
     from trainer.models import build_model
 
     dirs = []

@@ -2,10 +2,11 @@
 
 `plan()` is pure: it turns the spec into one ReplicaPlan per replica with the variables the service would set —
 TF_CONFIG (the cluster on 127.0.0.1 ports; the chief named `chief`, or `master` as legacy AI Platform named it,
-with the job's counts under `job` as AI Platform did), and for Vertex AI also CLUSTER_SPEC (worker pools 0-3) and
-AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR below the job dir — plus CLOUD_ML_JOB_ID and the
-trainer arguments followed by `--job-dir`. A pool with more GPUs than this machine has runs each replica with
-`--emulate-devices N` (the trainer's logical CPU devices) instead.
+with the job's counts under `job` as AI Platform did), and for Vertex AI also CLUSTER_SPEC (worker pools 0-3) and,
+given a base output directory, AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR below it — plus
+CLOUD_ML_JOB_ID. The arguments are the user's, unchanged, as the services pass them: legacy AI Platform adds
+`--job-dir DIR` when the job has one; Vertex AI adds nothing. A pool with more GPUs than this machine has is
+planned with `emulate_devices` (mlsubmit_runtime.EMULATE_DEVICES_VARIABLE in the environment, never an argument).
 
 `reserve_ports()` and `gpus_on_this_machine()` look at the machine; `mlsubmit.local_run` puts it all together.
 """
@@ -37,12 +38,13 @@ class ReplicaPlan:
     address: str  # 127.0.0.1:PORT
     args: tuple[str, ...]  # the module's arguments
     env: Mapping[str, str]  # only the variables the service sets
+    emulate_devices: int = 0  # >0: the pool's GPUs are missing here; offer this many emulated devices
 
 
 @dataclass(frozen=True)
 class LocalJob:
     job_id: str
-    job_dir: str
+    job_dir: str | None  # Vertex AI: the base output directory; legacy: the jobDir (None: the job has none)
     module: str
     api: str
     replicas: tuple[ReplicaPlan, ...]
@@ -77,9 +79,6 @@ def check_runnable(spec: JobSpec) -> None:
     if count > MAX_REPLICAS:
         raise invalid_value("replica count", count, f"at most {MAX_REPLICAS} on one machine (each TensorFlow "
                             "process needs about 0.5 GB)", hint="use --tier CUSTOM with fewer --workers/--ps")
-    if any(arg == "--job-dir" or arg.startswith("--job-dir=") for arg in spec.args):
-        raise invalid_value("trainer arguments", "--job-dir", "the job dir as mlsubmit's own --job-dir (before --), "
-                            "which every replica receives", hint="move --job-dir before --")
 
 
 def _gpus_of(pool) -> int:
@@ -87,8 +86,10 @@ def _gpus_of(pool) -> int:
     return accelerator[1] if accelerator and machines.ACCELERATORS[accelerator[0]].kind == "gpu" else 0
 
 
-def plan(spec: JobSpec, *, api: str, job_id: str, job_dir: str, ports: Sequence[int], gpus_here: int) -> LocalJob:
-    """Every replica's arguments and service variables (pure). `ports`: one per replica, in `roles()` order."""
+def plan(spec: JobSpec, *, api: str, job_id: str, job_dir: str | None, ports: Sequence[int],
+         gpus_here: int) -> LocalJob:
+    """Every replica's arguments and service variables (pure). `ports`: one per replica, in `roles()` order;
+    `job_dir`: Vertex AI's base output directory, or legacy AI Platform's jobDir (None or "": none)."""
     if api not in APIS:
         raise invalid_value("--api", api, " or ".join(APIS))
     tasks = roles(spec)
@@ -102,7 +103,8 @@ def plan(spec: JobSpec, *, api: str, job_id: str, job_dir: str, ports: Sequence[
     job_counts = {"job_name": job_id, "scale_tier": spec.tier, **{
         f"{name}_count": spec.pools[r].replica_count if r in spec.pools else 0
         for r, name in (("worker", "worker"), ("ps", "parameter_server"), ("evaluator", "evaluator"))}}
-    base = job_dir.rstrip("/")
+    base = (job_dir or "").rstrip("/")
+    args = (*spec.args, "--job-dir", job_dir) if api == "legacy" and job_dir else spec.args
     emulated = max((_gpus_of(p) for p in spec.pools.values() if _gpus_of(p) > gpus_here), default=0)
     replicas = []
     for role, index in tasks:
@@ -112,16 +114,16 @@ def plan(spec: JobSpec, *, api: str, job_id: str, job_dir: str, ports: Sequence[
         if api == "legacy":
             tf_config["job"] = job_counts
         else:
-            env.update(CLUSTER_SPEC=json.dumps({"cluster": pools, "environment": "cloud",
-                                                "task": {"type": _POOL[role], "index": index}}),
-                       AIP_MODEL_DIR=f"{base}/model/", AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
-                       AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/")
+            env["CLUSTER_SPEC"] = json.dumps({"cluster": pools, "environment": "cloud",
+                                              "task": {"type": _POOL[role], "index": index}})
+            if base:  # Vertex AI sets them only with a baseOutputDirectory
+                env.update(AIP_MODEL_DIR=f"{base}/model/", AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
+                           AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/")
         env["TF_CONFIG"] = json.dumps(tf_config)
         gpus = _gpus_of(spec.pools[role])
-        emulate = ("--emulate-devices", str(gpus)) if gpus > gpus_here else ()
-        replicas.append(ReplicaPlan(f"{role}-{index}", role, index, address[(role, index)],
-                                    (*spec.args, *emulate, "--job-dir", job_dir), env))
-    return LocalJob(job_id, job_dir, spec.python_module, api, tuple(replicas), emulated, gpus_here)
+        replicas.append(ReplicaPlan(f"{role}-{index}", role, index, address[(role, index)], tuple(args), env,
+                                    gpus if gpus > gpus_here else 0))
+    return LocalJob(job_id, job_dir or None, spec.python_module, api, tuple(replicas), emulated, gpus_here)
 
 
 def reserve_ports(count: int, start_port: int | None = None) -> list[int]:

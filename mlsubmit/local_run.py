@@ -1,9 +1,9 @@
 """`mlsubmit train --local`: the job spec run here as the cloud would run it.
 
 1. check the cluster shape and reserve the ports (bad input stops here: nothing was started);
-2. build the trainer's sdist (mlsubmit.packaging) and install it offline into an isolated venv, as the cloud
-   installs the package on its image — never the working tree. The venv is kept under
-   $MLSUBMIT_HOME/venvs/<sha256 of the sdist>, so an unchanged trainer is installed once;
+2. build the trainer's sdist (mlsubmit.packaging) — and mlsubmit-runtime's when the trainer uses it — and install
+   them offline into an isolated venv, as the cloud installs the packages on its image — never the working tree.
+   The venv is kept under $MLSUBMIT_HOME/venvs/<sha256 of the sdists>, so an unchanged trainer is installed once;
 3. plan every replica's environment (mlsubmit.local_job) and run them (mlsubmit.runner).
 
 Everything the user reads goes through `say`; the CLI decides how it looks.
@@ -12,11 +12,9 @@ Everything the user reads goes through `say`; the CLI decides how it looks.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +22,12 @@ from mlsubmit import local_job
 from mlsubmit.errors import invalid_value
 from mlsubmit.runner import Outcome, Replica, Runner
 from mlsubmit.spec import JobSpec
+from mlsubmit_runtime import EMULATE_DEVICES_VARIABLE
 
 # Variables of the calling shell that would make a replica something other than what the service starts.
 _SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
-                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TF_USE_LEGACY_KERAS")
+                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TF_USE_LEGACY_KERAS",
+                      EMULATE_DEVICES_VARIABLE)
 
 
 @dataclass(frozen=True)
@@ -37,53 +37,70 @@ class LocalRun:
     python: Path  # the isolated venv's interpreter the replicas ran
 
 
-def default_job_id() -> str:
-    return time.strftime("local_%Y%m%d_%H%M%S_") + secrets.token_hex(2)
-
-
-def isolated_python(package_path: str, setup_py: str | None, module: str, say: Callable[[str], None]) -> Path:
-    """The sdist of `package_path` installed into its own venv (reused while the sdist is unchanged)."""
+def isolated_python(package_path: str, setup_py: str | None, module: str,
+                    say: Callable[[str], None]) -> tuple[Path, str]:
+    """The sdist of `package_path` (and mlsubmit-runtime's, when the package uses it) installed into its own venv
+    (reused while the sdists are unchanged); returns the venv's python and the package's distribution name."""
     from mlsubmit import packaging
     from mlsubmit.packaging.preflight import check_module
+    from mlsubmit.runtime_dist import build_runtime, needs_runtime
     from mlsubmit.venvs import cached_venv
 
+    plan = packaging.plan_sdist(package_path, setup_py)
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-        sdist = packaging.build_sdist(package_path, setup_py, dist_dir=dist)
-        python, reused = cached_venv([sdist.path], check=lambda python, venv: check_module(python, venv, module,
-                                                                                            cwd=venv))
-    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…) "
+        sdist = packaging.write_sdist(plan, dist)
+        runtime = [build_runtime(dist)] if needs_runtime(plan) else []
+        python, reused = cached_venv([*(r.path for r in runtime), sdist.path],
+                                     check=lambda python, venv: check_module(python, venv, module, cwd=venv))
+    beside = f" with {runtime[0].filename}" if runtime else ""
+    say(f"trainer {sdist.filename}{beside} (sha256 {sdist.sha256[:12]}…) "
         f"{'already installed in' if reused else 'installed offline into'} {python.parent.parent}")
-    return python
+    return python, plan.metadata.name
 
 
-def replicas_to_start(job: local_job.LocalJob, python: Path) -> list[Replica]:
+def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, str] | None = None) -> list[Replica]:
+    """Each replica's process: the service's variables, then the job's own (`--env`), over this shell's."""
     base = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
     base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")  # safe path: the working tree never shadows the package
     base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Python < 3.11 ignores PYTHONSAFEPATH, and `-m` would import from the working directory first.
     cwd = os.getcwd() if sys.version_info >= (3, 11) else str(python.parent.parent)
-    return [Replica(r.name, r.role, (str(python), "-m", job.module, *r.args), {**base, **r.env}, cwd)
-            for r in job.replicas]
+    replicas = []
+    for r in job.replicas:
+        emulated = {EMULATE_DEVICES_VARIABLE: str(r.emulate_devices)} if r.emulate_devices else {}
+        replicas.append(Replica(r.name, r.role, (str(python), "-m", job.module, *r.args),
+                                {**base, **r.env, **emulated, **(env or {})}, cwd))
+    return replicas
 
 
 def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "trainer", setup_py: str | None = None,
               start_port: int | None = None, say: Callable[[str], None], color: bool = False) -> LocalRun:
     """Run `spec` here to the end. Raises UsageError (nothing started) for input this machine cannot run."""
+    from mlsubmit.job_names import generate_job_name
+
     local_job.check_runnable(spec)
     if api not in local_job.APIS:
         raise invalid_value("--api", api, " or ".join(local_job.APIS))
+    if api == "legacy":
+        from mlsubmit.requests import reject_env_for_legacy
+
+        reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)
-    job_id = spec.job_name or default_job_id()
-    job_dir = spec.job_dir or f"jobs/{job_id}"
-    job_dir = job_dir if job_dir.startswith("gs://") else os.path.abspath(job_dir)
-    python = isolated_python(package_path, setup_py, spec.python_module, say)
+    python, name = isolated_python(package_path, setup_py, spec.python_module, say)
+    job_id = spec.job_name or generate_job_name(name)
+    # Vertex AI: the base output directory (AIP_*) defaults below jobs/ as a staging bucket's would;
+    # legacy AI Platform has a job dir only when one was given.
+    job_dir = spec.job_dir or (f"jobs/{job_id}" if api == "vertex" else None)
+    if job_dir and not job_dir.startswith("gs://"):
+        job_dir = os.path.abspath(job_dir)
     job = local_job.plan(spec, api=api, job_id=job_id, job_dir=job_dir, ports=ports,
                          gpus_here=local_job.gpus_on_this_machine())
     if job.emulated_devices:
-        say(f"this machine has {job.gpus_here} GPU(s), the job asks for {job.emulated_devices}: each replica runs "
-            f"with {job.emulated_devices} emulated devices (--emulate-devices {job.emulated_devices})")
+        say(f"this machine has {job.gpus_here} GPU(s), the job asks for {job.emulated_devices}: each replica gets "
+            f"{EMULATE_DEVICES_VARIABLE}={job.emulated_devices} (a trainer that reads it, as the bundled one does "
+            f"through mlsubmit_runtime, splits the CPU into {job.emulated_devices} devices; others run on the CPU)")
     chief = "master" if api == "legacy" else "chief"
     say(f"job {job_id}: {', '.join(f'{r.name} {r.address}' for r in job.replicas)} "
         f"(TF_CONFIG names the chief {chief!r}, as {'legacy AI Platform' if api == 'legacy' else 'Vertex AI'} does)")
-    outcome = Runner(replicas_to_start(job, python), sink=say, color=color).run()
+    outcome = Runner(replicas_to_start(job, python, spec.env_dict), sink=say, color=color).run()
     return LocalRun(job, outcome, python)

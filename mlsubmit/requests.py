@@ -31,7 +31,6 @@ LEGACY_KEYS = {"chief": ("masterType", "masterConfig", None),
 _UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
 _WHY = {"hyperparameters": "hyperparameter tuning is not part of a JobSpec (mlsubmit config writes it as a "
                            "HyperparameterTuningJob)",
-        "env": "environment variables are not part of a JobSpec",
         "containerArgs": "per-pool container arguments are not part of a JobSpec (trainingInput.args are)",
         "tpuTfVersion": "Vertex AI picks the TPU software from the executor image"}
 _DISK_KEYS = {"bootDiskType", "bootDiskSizeGb"}
@@ -40,6 +39,7 @@ _DISK_KEYS = {"bootDiskType", "bootDiskSizeGb"}
 # -- forward: legacy AI Platform -------------------------------------------------------------------------------
 def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     """The `trainingInput` of a legacy Job (ml.v1 GoogleCloudMlV1__TrainingInput)."""
+    reject_env_for_legacy(spec)
     document: dict[str, Any] = {"scaleTier": spec.tier}
     for role, pool in spec.pools.items():
         _legacy_accelerator(role, pool)
@@ -69,6 +69,14 @@ def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     if spec.network:
         document["network"] = spec.network
     return document
+
+
+def reject_env_for_legacy(spec: JobSpec) -> None:
+    """Legacy AI Platform has no environment variables for a Python package: --env is one line, exit 2."""
+    if spec.env:
+        raise UsageError(f"invalid option for legacy AI Platform: --env {spec.env[0][0]}=…; a legacy job sets no "
+                         "environment variables for its Python package, so the trainer would not see them",
+                         hint="drop --env, or submit to Vertex AI (pythonPackageSpec.env)")
 
 
 def _legacy_replica_config(spec: JobSpec, role: str) -> dict[str, Any]:
@@ -251,11 +259,10 @@ def _python_package(spec: JobSpec, kind: str) -> dict[str, Any]:
     if spec.package_uris:
         package["packageUris"] = list(spec.package_uris)
     package["pythonModule"] = spec.python_module
-    args = list(spec.args)
-    if spec.job_dir and not any(a == "--job-dir" or a.startswith("--job-dir=") for a in args):
-        args.append(f"--job-dir={spec.job_dir}")  # legacy passed jobDir this way; the trainer reads it
-    if args:
-        package["args"] = args
+    if spec.args:  # exactly the user's: Vertex AI adds nothing (the job dir reaches the program as AIP_*)
+        package["args"] = list(spec.args)
+    if spec.env:
+        package["env"] = [{"name": key, "value": value} for key, value in spec.env]
     return package
 
 
@@ -426,7 +433,7 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         roles["chief"] = RoleDraft(count=chief.count, machine_type=machines.DEFAULT_CPU_MACHINE)
     package = pools[0].get("pythonPackageSpec") or {}
     notes += _unmapped(package, f"{prefix}workerPoolSpecs[0].pythonPackageSpec.",
-                       {"executorImageUri", "packageUris", "pythonModule", "args"})
+                       {"executorImageUri", "packageUris", "pythonModule", "args", "env"})
     container = pools[0].get("containerSpec") or {}
     notes += _unmapped(container, f"{prefix}workerPoolSpecs[0].containerSpec.", {"imageUri", "command", "args"})
     package = package or {"args": container.get("args")}
@@ -434,7 +441,8 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
                         zip(machines.ROLES[1:], pools[1:len(machines.ROLES)]) if pool
                         and (pool.get("containerSpec") or {}).get("imageUri") not in (None, container.get("imageUri")))
     job_dir = (document.get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    args = [a for a in package.get("args") or () if not (job_dir and a == f"--job-dir={job_dir}")]
+    args = list(package.get("args") or ())
+    env = tuple((str(e.get("name", "")), str(e.get("value", ""))) for e in package.get("env") or ()) or None
     scheduling = document.get("scheduling") or {}
     notes += _unmapped(document, prefix, {"workerPoolSpecs", "baseOutputDirectory", "scheduling", "network"})
     notes += _unmapped(scheduling, f"{prefix}scheduling.", {"timeout"})
@@ -444,7 +452,7 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         python_version=runtime[1] if runtime else None, executor_image=None if runtime else image,
         python_module=package.get("pythonModule"), args=tuple(args), job_dir=job_dir, job_name=job_name,
         labels=_labels(labels), package_uris=_tuple(package.get("packageUris")),
-        max_runtime=scheduling.get("timeout"), names=names, container_image=container.get("imageUri"),
+        max_runtime=scheduling.get("timeout"), env=env, names=names, container_image=container.get("imageUri"),
         container_command=_tuple(container.get("command")), pool_images=pool_images or None,
         boot_disks=_disks({role: pool.get("diskSpec") for role, pool in zip(machines.ROLES, pools) if pool}),
         network=document.get("network"))

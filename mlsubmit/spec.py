@@ -28,6 +28,7 @@ LEGACY_JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _RUNTIME = re.compile(r"\d+\.\d+")
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 INT64_MAX = 2**63 - 1  # the APIs' counts are int64
 ROLE_WORDS = {"chief": "chief", "worker": "workers", "ps": "parameter servers", "evaluator": "evaluators"}
@@ -160,6 +161,7 @@ class JobSpec:
         chief, worker, ps, evaluator: the CUSTOM cluster's pools (None when absent).
         region, runtime_version, executor_image, python_module, args, job_dir, job_name, labels,
         package_uris, max_runtime_seconds: the program and job settings (None: the API's default).
+        env: (NAME, VALUE) environment variables for every replica (Vertex AI `pythonPackageSpec.env`).
         python_version: the Python of the runtime ("3.7"); picks among a runtime version's images.
         container_image, container_command: a custom container every pool runs (instead of a Python package).
         pool_images: (role, image) for pools that run a container of their own.
@@ -190,9 +192,10 @@ class JobSpec:
     pool_images: tuple[tuple[str, str], ...] = ()
     boot_disks: tuple[tuple[str, str | None, int | None], ...] = ()
     network: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks"):
+        for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.target not in TARGETS:
             raise invalid_value("target", self.target, "one of " + ", ".join(TARGETS))
@@ -300,6 +303,10 @@ class JobSpec:
                                     "at most 63 characters")
         if self.max_runtime_seconds is not None:
             whole_number(self.max_runtime_seconds, "--max-runtime", minimum=1)
+        for key, value in self.env:
+            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key) or not isinstance(value, str):
+                raise invalid_value("--env", f"{key}={value}", "NAME=VALUE with a NAME of letters, digits and _ "
+                                    "not starting with a digit", hint="e.g. --env LOG_LEVEL=debug")
 
     def _check_cloud_path(self, field: str, path: str) -> None:
         if not isinstance(path, str) or not path:
@@ -334,6 +341,10 @@ class JobSpec:
     @property
     def labels_dict(self) -> dict[str, str]:
         return dict(self.labels)
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
 
     def replace(self, **changes: Any) -> "JobSpec":
         """A copy with `changes` applied, validated again."""

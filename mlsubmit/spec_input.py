@@ -64,6 +64,7 @@ class SpecDraft:
     pool_images: tuple[tuple[str, str], ...] | None = None
     boot_disks: tuple[tuple[str, str | None, int | None], ...] | None = None
     network: str | None = None
+    env: tuple[tuple[str, str], ...] | None = None
     names: dict[str, str] = field(default_factory=dict)
 
     def name(self, key: str, default: str) -> str:
@@ -94,6 +95,8 @@ def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
                                    container_command=None, python_version=None)
     if override.labels is not None and base.labels:  # labels add up, the flag's value winning
         override = dataclasses.replace(override, labels=tuple({**dict(base.labels), **dict(override.labels)}.items()))
+    if override.env is not None and base.env:  # so do environment variables
+        override = dataclasses.replace(override, env=tuple({**dict(base.env), **dict(override.env)}.items()))
     for spec_field in dataclasses.fields(SpecDraft):
         key = spec_field.name
         if key == "names":
@@ -169,7 +172,7 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
         runtime_version=draft.runtime_version, executor_image=draft.executor_image,
         python_module=draft.python_module or "trainer.task", args=tuple(draft.args or ()),
         job_dir=draft.job_dir, job_name=draft.job_name, labels=tuple(labels),
-        package_uris=tuple(draft.package_uris or ()),
+        package_uris=tuple(draft.package_uris or ()), env=tuple(draft.env or ()),
         max_runtime_seconds=None if draft.max_runtime is None
         else parse_duration(draft.max_runtime, draft.name("max_runtime", "--max-runtime")),
         target=target, python_version=draft.python_version, container_image=draft.container_image,

@@ -7,10 +7,9 @@
 `prepare` is everything that can be decided offline and without credentials — the settings each job needs,
 a job name when none was given, the job dir, the package's files and sha256 (so its content-addressed URI is
 known before anything is built), the request body (a pure function of the spec, checked against the API's
-discovery schema), the request id that makes the create idempotent, and the distribution strategy the trainer
-will pick. The request id is derived from the submission (`request_id_of`): a re-run of the same command
-finds the job an earlier run made (`earlier`) instead of creating a second one, even when that run never heard
-the create's answer. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
+discovery schema), and the request id that makes the create idempotent. The request id is derived from the
+submission (`request_id_of`): a re-run of the same command finds the job an earlier run made (`earlier`) instead
+of creating a second one, even when that run never heard the create's answer. `--dry-run` shows it and stops there; any mistake stops there too, so nothing is uploaded or
 submitted after a validation error. The package is pre-flighted (installed offline into a fresh venv) only
 when its sha256 is not staged yet: once per content hash, like the upload.
 """
@@ -20,9 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +28,8 @@ from typing import Any
 from mlsubmit import requests as request_builders
 from mlsubmit.backends.base import REQUEST_LABEL, JobStatus
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
+from mlsubmit.job_names import generate_job_name
+from mlsubmit.runtime_dist import planned_runtime
 from mlsubmit.settings import Settings
 from mlsubmit.spec import JobSpec
 
@@ -47,8 +46,8 @@ class Submission:
     body: dict[str, Any]  # the create request's body, request id label included
     request_id: str
     package: Any  # mlsubmit.packaging.DryRun: plan, sha256, size, uri
-    strategy: tuple[str, str] | None  # (name, reason) the trainer will pick; None for another program
     notes: tuple[str, ...]
+    runtime: Any = None  # the DryRun of mlsubmit-runtime, staged beside a package that uses it; else None
 
     @property
     def method(self) -> str:
@@ -58,46 +57,6 @@ class Submission:
             return f"POST {root}/v1/{self.parent}/jobs"
         root = self.settings.endpoint or f"https://{self.spec.region}-aiplatform.googleapis.com"
         return f"POST {root}/v1/{self.parent}/customJobs"
-
-
-def generate_job_name(base: str) -> str:
-    """`<base>_<UTC yyyymmdd_HHMMSS>_<6 hex>`: readable, unique, a valid legacy job id and Vertex AI name."""
-    stem = re.sub(r"\W", "_", base.strip()) or "job"
-    stem = stem if stem[0].isalpha() else f"job_{stem}"
-    return f"{stem[:64]}_{time.strftime('%Y%m%d_%H%M%S', time.gmtime())}_{secrets.token_hex(3)}"
-
-
-def planned_strategy(spec: JobSpec) -> tuple[str, str] | None:
-    """(strategy, why) that mlsubmit's trainer will choose for this cluster, from `trainer.strategy.choose` (a
-    pure function: no TensorFlow). None when the job runs another program."""
-    if not spec.python_module.startswith("trainer."):
-        return None
-    from trainer.cluster import Cluster
-    from trainer.errors import TrainerError
-    from trainer.strategy import choose
-
-    pools = spec.pools
-    cluster = {role: tuple(f"{role}-{index}:2222" for index in range(pool.replica_count))
-               for role, pool in pools.items() if role != "evaluator"}
-    evaluators = pools["evaluator"].replica_count if "evaluator" in pools else 0
-    accelerator = pools["chief"].accelerator
-    devices = accelerator[1] if accelerator and accelerator[0].startswith("NVIDIA") else 1
-    devices = _gpus_flag(spec.args, devices)
-    try:
-        choice = choose(Cluster(cluster, "chief", 0, evaluators), devices)
-    except TrainerError as err:
-        raise UsageError(f"invalid cluster for the trainer: {err}") from None
-    return choice.name, choice.reason
-
-
-def _gpus_flag(args: tuple[str, ...], default: int) -> int:
-    """The trainer's `--gpus N` among the trainer arguments caps the devices it uses."""
-    for index, arg in enumerate(args):
-        value = arg.split("=", 1)[1] if arg.startswith("--gpus=") else \
-            args[index + 1] if arg == "--gpus" and index + 1 < len(args) else None
-        if value is not None and value.isdigit():
-            return max(1, min(default, int(value)))
-    return default
 
 
 REQUEST_KEY = re.compile(r"[A-Za-z0-9._-]{1,63}")
@@ -136,11 +95,15 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     if not staging:
         settings.require("staging_bucket")
     check_request_key(request_key)
-    job_name = spec.job_name or generate_job_name(Path(package_path).resolve().name)
-    generated = None if spec.job_name else job_name
     planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging)
-    spec = spec.replace(job_name=job_name, job_dir=spec.job_dir or f"{staging}/jobs/{job_name}",
-                        package_uris=tuple(dict.fromkeys((planned.uri, *spec.package_uris))))
+    runtime = planned_runtime(planned.plan, staging)
+    job_name = spec.job_name or generate_job_name(planned.plan.metadata.name)
+    generated = None if spec.job_name else job_name
+    # Vertex AI: baseOutputDirectory (hence AIP_*) from --job-dir or the staging bucket, never an argument.
+    # Legacy AI Platform: a jobDir (passed as --job-dir) only when the user gave one, as gcloud did.
+    job_dir = spec.job_dir or (f"{staging}/jobs/{job_name}" if api != "legacy" else None)
+    uris = (*((runtime.uri,) if runtime else ()), planned.uri, *spec.package_uris)
+    spec = spec.replace(job_name=job_name, job_dir=job_dir, package_uris=tuple(dict.fromkeys(uris)))
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
         parent, schema = f"projects/{settings.project}", ("ml.v1", "GoogleCloudMlV1__Job")
@@ -154,18 +117,28 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     violations = discovery.validate(*schema, body)
     if violations:
         raise UsageError(f"invalid request body: {violations[0].field}: {violations[0].description}")
-    return Submission(spec, api, settings, staging, parent, body, request_id, planned, planned_strategy(spec),
-                      tuple(notes))
+    return Submission(spec, api, settings, staging, parent, body, request_id, planned, tuple(notes), runtime)
 
 
 def stage(submission: Submission, *, check: bool = True, retry: Any = None, show_progress: bool = False,
           say: Callable[[str], None] = lambda text: None) -> Any:
     """Build the sdist and put it at its content-addressed URI, unless that object is already there: then nothing
-    is built, pre-flighted or sent (its name holds the sha256 of its bytes; its size is checked).
-    Returns mlsubmit.packaging.StagedPackage."""
+    is built, pre-flighted or sent (its name holds the sha256 of its bytes; its size is checked). mlsubmit-runtime,
+    when the package uses it, is staged the same way first (never pre-flighted: it is mlsubmit's own).
+    Returns the package's mlsubmit.packaging.StagedPackage."""
+    if submission.runtime is not None:
+        runtime = _stage_one(submission, submission.runtime, check=False, retry=retry, show_progress=show_progress,
+                             say=say)
+        sent = f"uploaded, {runtime.bytes_sent:,} bytes" if runtime.uploaded else "already staged, 0 bytes sent"
+        say(f"runtime {runtime.uri} ({sent})")
+    return _stage_one(submission, submission.package, check=check, retry=retry, show_progress=show_progress,
+                      say=say)
+
+
+def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any, show_progress: bool,
+               say: Callable[[str], None]) -> Any:
     from mlsubmit import packaging, storage
 
-    planned = submission.package
     found = storage.stat(planned.uri, retry=retry)
     if found is not None:
         if found.size != planned.size:

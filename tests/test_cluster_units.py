@@ -82,7 +82,7 @@ def test_weights_digest_tells_bit_identical_models_apart():
 def test_a_non_chief_writes_nothing_where_the_chief_cleans_up_and_resumes_from_a_copy_of_its_backup(tmp_path):
     from trainer.cluster_train import _places
     from trainer.config import parse_config
-    from trainer.storage import Location
+    from mlsubmit_runtime.storage import Location
 
     job_dir = tmp_path / "job"
     (job_dir / "backup" / "chief").mkdir(parents=True)

@@ -44,3 +44,12 @@ def test_a_config_equals_what_the_installed_command_prints():
                             check=True)
     assert result.stdout == body.split("\n", 1)[1]
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.vertex.yaml")), ids=lambda p: p.name)
+def test_vertex_configs_pass_the_job_dir_as_base_output_directory_never_as_an_argument(path):
+    document = yaml.safe_load(path.read_text())
+    document = document.get("trialJobSpec", document)  # a tuning job's trials run this CustomJobSpec
+    assert document["baseOutputDirectory"]["outputUriPrefix"].startswith("gs://")
+    args = [a for pool in document["workerPoolSpecs"] if pool for a in pool["pythonPackageSpec"].get("args", [])]
+    assert not any(a.startswith("--job-dir") for a in args)

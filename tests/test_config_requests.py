@@ -24,7 +24,7 @@ def cluster() -> JobSpec:
 
 def test_vertex_custom_job_body(cluster):
     package = {"executorImageUri": IMAGE.format("gpu"), "packageUris": ["gs://bkt/trainer-0.1.0.tar.gz"],
-               "pythonModule": "trainer.task", "args": ["--epochs", "3", "--job-dir=gs://bkt/census"]}
+               "pythonModule": "trainer.task", "args": ["--epochs", "3"]}  # Vertex AI adds no --job-dir
     gpu_machine = {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}
     assert requests.vertex_custom_job(cluster) == {
         "displayName": "census_1", "labels": {"team": "ml"},
@@ -34,6 +34,18 @@ def test_vertex_custom_job_body(cluster):
             {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
              "pythonPackageSpec": {**package, "executorImageUri": IMAGE.format("cpu")}}],
             "baseOutputDirectory": {"outputUriPrefix": "gs://bkt/census"}, "scheduling": {"timeout": "7200s"}}}
+
+
+def test_env_goes_to_every_vertex_pool_round_trips_and_is_refused_for_legacy(cluster):
+    with_env = cluster.replace(env=(("LOG_LEVEL", "debug"), ("SEED", "1")))
+    pools = requests.vertex_custom_job(with_env)["jobSpec"]["workerPoolSpecs"]
+    assert all(p["pythonPackageSpec"]["env"] == [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "SEED", "value": "1"}]
+               for p in pools)
+    draft, notes = requests.draft_from_vertex(requests.vertex_custom_job(with_env))
+    assert build_spec(draft).env == with_env.env and not any("env" in note for note in notes)
+    with pytest.raises(UsageError, match="legacy job sets no environment variables") as error:
+        requests.legacy_job(with_env)
+    assert len(error.value.one_line().splitlines()) == 1
 
 
 def test_legacy_job_body(cluster):

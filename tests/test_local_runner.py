@@ -4,6 +4,7 @@ Ctrl-C, bad input — and never a process left behind."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,11 +23,12 @@ SLEEPY_TASK = '''\
 import argparse, json, os, sys, time
 
 def main():
-    parser = argparse.ArgumentParser(prog="tinypkg.task")
-    parser.add_argument("--job-dir", required=True)
+    parser = argparse.ArgumentParser(prog="tinypkg.task")  # strict: any injected argument would kill it
+    parser.add_argument("--output_dir", default=os.environ.get("AIP_MODEL_DIR"))
     args = parser.parse_args()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
-    print("role", task["type"], task["index"], "job dir", args.job_dir, flush=True)
+    print("role", task["type"], task["index"], "argv", sys.argv[1:], "output", args.output_dir, flush=True)
+    print("env", os.environ.get("GREETING"), flush=True)
     print("sees", " ".join(sorted(k for k in os.environ if k in ("CLUSTER_SPEC", "AIP_MODEL_DIR"))), flush=True)
     time.sleep(600)
 
@@ -96,22 +98,25 @@ def _mlsubmit(*args: str, cwd: Path, **kwargs) -> subprocess.Popen:
 def test_ctrl_c_stops_every_replica_of_a_local_job(tmp_path):
     package = make_project(tmp_path / "proj", task=SLEEPY_TASK)
     job = _mlsubmit("train", "--local", "--workers", "1", "--ps", "1", "--package-path", str(package),
-                    "--python-module", "tinypkg.task", "--job-name", "ctrl_c_job", "--job-dir", "out", cwd=tmp_path)
+                    "--python-module", "tinypkg.task", "--job-dir", "out", "--env", "GREETING=hi", cwd=tmp_path)
     seen = []
     for line in job.stdout:
         seen.append(line.rstrip())
         if sum(line.startswith("[") and " sees " in line for line in seen) == 3:
             break
     output = "\n".join(seen)
-    assert "[chief-0]  role chief 0 job dir " + str(tmp_path / "out") in output  # Vertex AI names it chief
+    job_id = re.search(r"^job (tinypkg_\d{8}_\d{6}_[0-9a-f]{6}): chief-0", output, re.M).group(1)  # the package's name
+    # Vertex AI names the chief `chief`, passes exactly the user's arguments (none) and the job dir as AIP_MODEL_DIR
+    assert f"[chief-0]  role chief 0 argv [] output {tmp_path / 'out'}/model/" in output
+    assert "[chief-0]  env hi" in output and "[ps-0]     env hi" in output  # --env reaches every replica
     assert "[worker-0] role worker 0" in output and "[ps-0]     role ps 0" in output
     assert "[chief-0]  sees AIP_MODEL_DIR CLUSTER_SPEC" in output
-    assert len(job_processes("ctrl_c_job")) == 3
+    assert len(job_processes(job_id)) == 3
     job.send_signal(signal.SIGINT)
     rest, _ = job.communicate(timeout=30)
     assert job.returncode == 130
-    assert "error: job ctrl_c_job stopped by the user; every replica was stopped" in rest
-    assert job_processes("ctrl_c_job") == []
+    assert f"error: job {job_id} stopped by the user; every replica was stopped" in rest
+    assert job_processes(job_id) == []
 
 
 def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path):
@@ -131,9 +136,11 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path):
     said = run("--package-path", str(broken), "--python-module", "tinypkg.task", "--job-name", "bad_3")
     assert "tinypkg.task does not import" in said and "no_such_module_anywhere" in said
     strict = make_project(tmp_path / "strict", task=SLEEPY_TASK.replace(
-        'parser.add_argument("--job-dir", required=True)',
-        'parser.add_argument("--job-dir", required=True)\n    parser.add_argument("--epochs", type=int)'))
+        'parser.add_argument("--output_dir"',
+        'parser.add_argument("--epochs", type=int)\n    parser.add_argument("--output_dir"'))
     said = run("--workers", "1", "--package-path", str(strict), "--python-module", "tinypkg.task", "--job-name",
                "bad_4", "--", "--epochs", "x")  # the trainer's own usage error (exit 2) is the job's
-    assert "job bad_4 failed: chief-0 rejected its input: " in said and "invalid int value: 'x'" in said
+    # both replicas reject it: whichever exits first is named
+    assert re.search(r"job bad_4 failed: (chief|worker)-0 rejected its input: ", said)
+    assert "invalid int value: 'x'" in said
     assert not any(job_processes(f"bad_{i}") for i in (1, 2, 3, 4))

@@ -56,7 +56,7 @@ def test_legacy_master_and_a_worker_train_in_sync_and_the_evaluator_follows(tmp_
     assert "evaluator-0: training has ended; evaluated 2 checkpoint(s)" in evaluator
     assert re.search(r"job sync_job SUCCEEDED in [\d.]+ s — exit codes: chief-0 0, worker-0 0, evaluator-0 0", out)
     job = tmp_path / "job"
-    assert f"artifacts: {job}/ (MANIFEST.json written last)" in out
+    assert re.search(rf"job dir: {job}/ — \d+ files; MANIFEST.json lists \d+ of them \(complete", out)
 
     _manifest_ok(job)  # one artifact set: the chief's
     newest = max((p for p in job.rglob("*") if p.is_file() and p.parts[len(job.parts)] != "evaluation"),
@@ -90,9 +90,11 @@ def test_parameter_servers_and_workers_train_exports_and_every_process_ends(tmp_
 def test_gpus_on_a_machine_without_them_runs_the_mirrored_path_on_emulated_devices(tmp_path, env):
     done = _train("--gpus", "2", "--job-dir", "job", "--", "--dry-run", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "the job asks for 2: each replica runs with 2 emulated devices (--emulate-devices 2)" in done.stdout
+    assert "the job asks for 2: each replica gets MLSUBMIT_EMULATE_DEVICES=2" in done.stdout  # never an argument
     chief = "\n".join(_lines(done.stdout, "chief-0"))
     assert "strategy     mirrored (2 replicas" in chief and "2 × CPU (emulated ×2)" in chief
+    assert "devices: MLSUBMIT_EMULATE_DEVICES=2 was offered; the trainer's metrics.json says it trained on " \
+           "2 × CPU (emulated ×2)" in done.stdout
 
 
 def _replica_pid(job_id: str, role: str) -> int | None:

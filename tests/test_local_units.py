@@ -10,6 +10,7 @@ import pytest
 
 from mlsubmit.errors import UsageError
 from mlsubmit.local_job import check_runnable, plan, reserve_ports
+from mlsubmit.local_run import replicas_to_start
 from mlsubmit.spec import JobSpec, Pool
 from trainer.cluster import from_environment
 
@@ -38,7 +39,7 @@ def test_vertex_environment_of_every_replica():
     assert (worker.env["AIP_MODEL_DIR"], worker.env["AIP_CHECKPOINT_DIR"], worker.env["AIP_TENSORBOARD_LOG_DIR"]) == (
         "/jobs/one/model/", "/jobs/one/checkpoints/", "/jobs/one/logs/")
     assert worker.env["CLOUD_ML_JOB_ID"] == "local_1"
-    assert worker.args == ("--epochs", "2", "--job-dir", "/jobs/one")
+    assert worker.args == ("--epochs", "2")  # the user's arguments exactly: Vertex AI adds no --job-dir
     assert json.loads(replicas["evaluator-0"].env["TF_CONFIG"])["task"] == {"type": "evaluator", "index": 0}
 
 
@@ -50,6 +51,14 @@ def test_legacy_environment_names_the_chief_master_and_carries_the_counts():
     assert tf_config["task"] == {"type": "master", "index": 0}
     assert tf_config["job"]["evaluator_count"] == 1 and tf_config["job"]["parameter_server_count"] == 1
     assert not {"CLUSTER_SPEC", "AIP_MODEL_DIR"} & set(chief.env)
+    assert chief.args == ("--epochs", "2", "--job-dir", "/jobs/two")  # legacy passes the jobDir it was given
+
+
+def test_without_a_job_dir_nothing_is_added_and_vertex_sets_no_output_variables():
+    for api in ("vertex", "legacy"):
+        chief = plan(CLUSTER, api=api, job_id="j", job_dir=None, ports=PORTS, gpus_here=0).replicas[0]
+        assert chief.args == ("--epochs", "2")
+        assert not {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"} & set(chief.env)
 
 
 @pytest.mark.parametrize("api", ["vertex", "legacy"])
@@ -61,19 +70,23 @@ def test_the_trainer_reads_each_replica_as_planned(api):
         assert cluster.shape() == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}  # the chief knows its evaluator
 
 
-def test_gpus_this_machine_lacks_are_emulated_and_said():
-    spec = JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 2), target="local")
+def test_gpus_this_machine_lacks_reach_the_trainer_through_its_environment_never_its_arguments(tmp_path):
+    spec = JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 2), target="local",
+                   args=("--output_dir", "out"), env=(("LOG_LEVEL", "debug"),))
     emulated = plan(spec, api="vertex", job_id="j", job_dir="/d", ports=[1], gpus_here=0)
-    assert emulated.emulated_devices == 2 and emulated.replicas[0].args == ("--emulate-devices", "2", "--job-dir", "/d")
+    assert emulated.emulated_devices == 2 and emulated.replicas[0].emulate_devices == 2
+    assert emulated.replicas[0].args == ("--output_dir", "out")
+    (started,) = replicas_to_start(emulated, tmp_path / "python", spec.env_dict)
+    assert started.argv[3:] == ("--output_dir", "out")
+    assert (started.env["MLSUBMIT_EMULATE_DEVICES"], started.env["LOG_LEVEL"]) == ("2", "debug")
     real = plan(spec, api="vertex", job_id="j", job_dir="/d", ports=[1], gpus_here=2)
-    assert real.emulated_devices == 0 and real.replicas[0].args == ("--job-dir", "/d")
+    assert real.emulated_devices == 0 and "MLSUBMIT_EMULATE_DEVICES" not in replicas_to_start(real, tmp_path)[0].env
 
 
 @pytest.mark.parametrize("spec, message", [
     (JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), ps=Pool("ps", "n1-standard-4"), target="local"),
      "1 parameter server.*no workers.*add --workers N"),
     (JobSpec(tier="BASIC_TPU", target="local"), "Cloud TPU"),
-    (JobSpec(args=("--job-dir", "/x"), target="local"), "move --job-dir before --"),
 ])
 def test_shapes_this_machine_cannot_run_are_one_line(spec, message):
     with pytest.raises(UsageError) as error:

@@ -71,6 +71,16 @@ def test_full_run_preflights_then_stages_to_a_directory(project, tmp_path):
     assert "preflight ok: installed offline in a fresh venv, `python -m tinypkg.task --help` ran" in result.stdout
     assert (tmp_path / "dist" / "tinypkg-1.2.0.tar.gz").exists()
     assert len(list((tmp_path / "stage" / "packages").glob("*/tinypkg-1.2.0.tar.gz"))) == 1
+    assert "runtime" not in result.stdout and not list((tmp_path / "dist").glob("mlsubmit_runtime*"))
+
+
+def test_a_package_using_the_runtime_gets_its_sdist_built_and_staged_beside_it(tmp_path):
+    project = make_project(tmp_path / "proj", task="import mlsubmit_runtime\n")
+    result = run("--package-path", str(project), "--skip-preflight", "--stage", str(tmp_path / "stage"))
+    assert result.exit_code == 0, result.output
+    assert (project.parent / "dist" / "mlsubmit_runtime-0.1.0.tar.gz").exists()
+    (staged,) = (tmp_path / "stage" / "packages").glob("*/mlsubmit_runtime-0.1.0.tar.gz")
+    assert f"the package uses mlsubmit_runtime, staged {staged}" in result.stdout
 
 
 def test_a_package_that_does_not_install_fails_before_anything_is_written(tmp_path):

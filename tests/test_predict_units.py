@@ -24,8 +24,8 @@ from mlsubmit.predict.inputs import load_labels, open_input
 from mlsubmit.predict.outputs import PredictionWriter
 from mlsubmit.predict.request import make_request
 from mlsubmit.predict.sources import resolve
-from trainer.artifacts import build_manifest, write_json
-from trainer.data import _features
+from mlsubmit_runtime.artifacts import build_manifest, write_json
+from mlsubmit_runtime.features import features
 
 runner = CliRunner()
 
@@ -104,7 +104,7 @@ def test_npz_batches_match_the_trainers_preprocessing(tmp_path, saver):
     assert (source.count, source.sample_shape) == (23, (8, 8, 1))
     batches = _batches(source, 5, (8, 8, 1))
     assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
-    np.testing.assert_array_equal(np.concatenate(batches), _features(x, "x_test"))
+    np.testing.assert_array_equal(np.concatenate(batches), features(x, "x_test"))
     other = open_input((str(tmp_path / "d.npz"),), "other")
     assert other.sample_shape == (64,) and np.concatenate(_batches(other, 2, (64,))).dtype == np.float32
 

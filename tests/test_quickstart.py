@@ -37,7 +37,7 @@ def test_the_main_job_trains_two_replicas_on_digits_and_predict_scores_the_model
     metrics = read_json(job_dir / "metrics.json")
     assert metrics["cluster"]["chief"] == 1 and metrics["cluster"]["worker"] == 1, metrics["cluster"]
     assert metrics["test_accuracy"] > 0.8, metrics
-    assert re.search(r"job local_\S+ SUCCEEDED in [\d.]+ s — exit codes: chief-0 0, worker-0 0", run.stdout)
+    assert re.search(r"job trainer_\S+ SUCCEEDED in [\d.]+ s — exit codes: chief-0 0, worker-0 0", run.stdout)
 
     with open(f"{job_dir}-predictions.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -1,4 +1,4 @@
-"""Before anything is sent: `--dry-run` shows the request, the package and the strategy with no credentials and
+"""Before anything is sent: `--dry-run` shows the request, the packages and the program with no credentials and
 no network; bad input is one line with exit code 2 and nothing is uploaded or submitted."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def test_dry_run_needs_no_credentials_and_no_network(cloud):
     offline = {"MLSUBMIT_API_ENDPOINT": "", "STORAGE_EMULATOR_HOST": CLOSED,
                "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/key.json"}
     run = cloud.run("train", "--gpus", "2", "--tier", "CUSTOM", "--workers", "1", "--job-name", "sweep_1",
-                    "--dry-run", "--", "--epochs", "1", **offline)
+                    "--env", "LOG_LEVEL=debug", "--dry-run", "--", "--epochs", "1", **offline)
     assert run.code == 0, run.stderr
     method, _, rest = run.stdout.partition("\n")
     assert method == f"POST https://us-central1-aiplatform.googleapis.com/v1/projects/{cloud.project}" \
@@ -25,11 +25,16 @@ def test_dry_run_needs_no_credentials_and_no_network(cloud):
     body = json.JSONDecoder().raw_decode(rest)[0]
     chief, worker = body["jobSpec"]["workerPoolSpecs"]
     assert chief["machineSpec"]["acceleratorCount"] == 2 and worker["replicaCount"] == "1"
-    assert chief["pythonPackageSpec"]["args"] == ["--epochs", "1", f"--job-dir=gs://{cloud.bucket}/jobs/sweep_1"]
-    assert chief["pythonPackageSpec"]["packageUris"][0].startswith(f"gs://{cloud.bucket}/packages/")
+    package = chief["pythonPackageSpec"]
+    assert package["args"] == ["--epochs", "1"]  # exactly the user's: Vertex AI passes nothing else
+    assert body["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": f"gs://{cloud.bucket}/jobs/sweep_1"}
+    assert package["env"] == [{"name": "LOG_LEVEL", "value": "debug"}] == worker["pythonPackageSpec"]["env"]
+    runtime, trainer = package["packageUris"]  # the trainer requires mlsubmit-runtime: staged first, beside it
+    assert runtime.startswith(f"gs://{cloud.bucket}/packages/") and runtime.endswith("/mlsubmit_runtime-0.1.0.tar.gz")
+    assert trainer.endswith("/trainer-0.1.0.tar.gz")
     assert len(body["labels"]["mlsubmit_request_id"]) == 32
     assert "trainer/task.py" in run.stdout and "bytes compressed" in run.stdout
-    assert "strategy: multi_worker_mirrored" in run.stdout
+    assert "program: python -m trainer.task --epochs 1" in run.stdout and "strategy:" not in run.stdout
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
 
 
@@ -38,7 +43,8 @@ def test_dry_run_for_legacy_prints_the_ml_v1_job(cloud):
     assert run.code == 0, run.stderr
     body = json.JSONDecoder().raw_decode(run.stdout.partition("\n")[2])[0]
     assert body["jobId"].startswith("trainer_") and body["trainingInput"]["scaleTier"] == "BASIC"
-    assert "strategy: default" in run.stdout
+    assert "jobDir" not in body["trainingInput"] and "args" not in body["trainingInput"]  # nothing injected
+    assert "job dir: none (legacy AI Platform passes --job-dir only when you give one)" in run.stdout
 
 
 @pytest.mark.parametrize("args, env, says", [
@@ -53,6 +59,9 @@ def test_dry_run_for_legacy_prints_the_ml_v1_job(cloud):
     (("--wait", "--async"), {}, "received --wait and --async; expected at most one"),
     (("--package-path", "no-such-dir"), {}, "no-such-dir"),
     (("--local", "--dry-run"), {}, "invalid options for --local: --dry-run apply to cloud jobs only"),
+    (("--env", "LOG_LEVEL"), {}, "invalid value for --env: received 'LOG_LEVEL'; expected KEY=VALUE"),
+    (("--env", "1X=2"), {}, "invalid value for --env: received '1X=2'"),
+    (("--api", "legacy", "--env", "A=1"), {}, "a legacy job sets no environment variables"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_is_sent(cloud, args, env, says):
     run = cloud.run("train", *args, "--", "--dry-run", **env)

@@ -24,7 +24,7 @@ def test_gpu_job_on_vertex_and_on_legacy_streams_logs_to_succeeded_with_artifact
                          "--", "--dry-run")
     vertex.wait_for("accepted")  # staged (after the pre-flight): the legacy job finds the package there
     legacy = cloud.start("train", "--gpus", "2", "--tier", "CUSTOM", "--stream-logs", "--api", "legacy",
-                         "--package-path", TRAINER, "--", "--dry-run")
+                         "--job-dir", f"gs://{cloud.bucket}/legacy_out", "--package-path", TRAINER, "--", "--dry-run")
     on_vertex, on_legacy = vertex.finish(), legacy.finish()
 
     assert on_vertex.code == 0, on_vertex.stderr[-3000:]
@@ -43,10 +43,15 @@ def test_gpu_job_on_vertex_and_on_legacy_streams_logs_to_succeeded_with_artifact
     pool = created["jobSpec"]["workerPoolSpecs"][0]
     assert pool["machineSpec"] == {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
                                    "acceleratorCount": 2}
+    assert pool["pythonPackageSpec"]["args"] == ["--dry-run"]  # the trainer found its dir through AIP_MODEL_DIR
+    assert [uri.rsplit("/", 1)[1] for uri in pool["pythonPackageSpec"]["packageUris"]] == [
+        "mlsubmit_runtime-0.1.0.tar.gz", "trainer-0.1.0.tar.gz"]  # the runtime the trainer requires, beside it
     (legacy_job,) = cloud.legacy_jobs()
     assert legacy_job["trainingInput"]["masterConfig"]["acceleratorConfig"] == {"count": "2",
                                                                                 "type": "NVIDIA_TESLA_T4"}
     assert legacy_job["state"] == "SUCCEEDED"
+    assert legacy_job["trainingInput"]["jobDir"] == f"gs://{cloud.bucket}/legacy_out"  # given: passed as --job-dir
+    assert job_dir_of(on_legacy.stderr) == f"gs://{cloud.bucket}/legacy_out"
 
 
 def test_chief_and_worker_cluster_job_shows_both_replicas_and_writes_artifacts(cloud):

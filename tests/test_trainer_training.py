@@ -110,7 +110,7 @@ from trainer import devices
 devices.setup(None, 2)
 # The 2018 API on MirroredStrategy: fit the parallel model, the template holds the trained weights.
 import keras
-from trainer.multi_gpu import build_template, multi_gpu_model
+from mlsubmit_runtime.multi_gpu import build_template, multi_gpu_model
 template = build_template(lambda: keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")]))
 before = template.get_weights()
 parallel = multi_gpu_model(template, gpus=2, devices=["/cpu:0", "/cpu:1"])

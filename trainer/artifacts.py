@@ -14,39 +14,15 @@ written (and uploaded) only after every other file is in place.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import time
 from pathlib import Path
 
-import numpy as np
+from mlsubmit_runtime.artifacts import MANIFEST, write_json
+from mlsubmit_runtime.artifacts import publish as publish_files
+from mlsubmit_runtime.storage import Location
 
-from trainer.storage import Location
+__all__ = ["MANIFEST", "write_json", "save_models", "plot_history", "artifact_files", "publish"]
 
-MANIFEST = "MANIFEST.json"
 MODEL_FILES = ("model/model.keras", "model/model.h5", "model/saved_model")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def write_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
-    os.replace(tmp, path)
-
-
-def _jsonable(value):
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def save_models(template, model_dir: Path) -> list[Path]:
@@ -110,21 +86,6 @@ def artifact_files(root: Path, extra_dirs: tuple[str, ...] = ()) -> list[Path]:
     return sorted(files)
 
 
-def build_manifest(root: Path, files: list[Path]) -> dict:
-    return {
-        "format": "mlsubmit-artifacts/1",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "files": [{"path": p.relative_to(root).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)}
-                  for p in files],
-    }
-
-
 def publish(job_dir: Location, extra_dirs: tuple[str, ...] = ()) -> dict:
     """Upload every artifact (if the job dir is remote), then write and upload MANIFEST.json last."""
-    files = artifact_files(job_dir.local, extra_dirs)
-    for path in files:
-        job_dir.push(path.relative_to(job_dir.local).as_posix())
-    manifest = build_manifest(job_dir.local, files)
-    write_json(job_dir.local / MANIFEST, manifest)
-    job_dir.push(MANIFEST)
-    return manifest
+    return publish_files(job_dir, artifact_files(job_dir.local, extra_dirs))

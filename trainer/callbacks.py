@@ -6,8 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from trainer.kerasmod import get_keras
-from trainer.storage import Location
+from mlsubmit_runtime.kerasmod import get_keras
+from mlsubmit_runtime.storage import Location
 
 HISTORY_PARTIAL = "history.partial.json"
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from trainer import artifacts, data, devices, pipeline, strategy
 from trainer.cluster import Cluster
 from trainer.config import TrainConfig
-from trainer.storage import Location
+from mlsubmit_runtime.storage import Location
 
 EVALUATION_DIR = "evaluation"  # the evaluators' checkpoints, below the job dir
 DONE_MARKER = "TRAINING_DONE"
@@ -181,7 +181,7 @@ def _train(config: TrainConfig, cluster: Cluster, started: float):
 
     import tensorflow as tf
 
-    from trainer.kerasmod import get_keras
+    from mlsubmit_runtime.kerasmod import get_keras
     from trainer.models import build_model
     from trainer.train import compile_model
 

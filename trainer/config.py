@@ -129,7 +129,8 @@ def build_parser() -> _StrictParser:
                    help="EarlyStopping patience in epochs (on validation loss; best weights restored)")
     p.add_argument("--gpus", type=_gpus, default="auto", help="auto (all) or N (the first N; 0 = CPU)")
     p.add_argument("--emulate-devices", type=_positive_int("--emulate-devices", 0), default=0,
-                   help="split the CPU into N logical devices so the N-replica path runs without GPUs")
+                   help="split the CPU into N logical devices so the N-replica path runs without GPUs "
+                   "(default: $MLSUBMIT_EMULATE_DEVICES, or 0)")
     p.add_argument("--seed", type=_positive_int("--seed", 0), default=42)
     p.add_argument("--steps-per-epoch", type=_positive_int("--steps-per-epoch"), default=None)
     p.add_argument("--dry-run", action="store_true",
@@ -158,6 +159,10 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     env = os.environ if env is None else env
     args = build_parser().parse_strict(sys.argv[1:] if argv is None else argv)
     job_dir, temporary = resolve_job_dir(args.job_dir, env, args.dry_run)
+    if not args.emulate_devices:  # mlsubmit train --local offers the GPUs this machine lacks this way
+        from mlsubmit_runtime.devices import emulated_devices
+
+        args.emulate_devices = emulated_devices(env)
     config = TrainConfig(
         job_dir=job_dir, model=args.model, data=args.data, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, optimizer=args.optimizer, validation_split=args.validation_split,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlsubmit_runtime.errors import InputError
+from mlsubmit_runtime.features import features, labels
 from trainer.errors import TrainerError
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -74,7 +76,7 @@ def synthetic(spec: str, seed: int) -> dict[str, np.ndarray]:
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
     if path.startswith("gs://"):
-        from trainer.storage import download_to_temp
+        from mlsubmit_runtime.storage import download_to_temp
 
         path = str(download_to_temp(path))
     if not Path(path).is_file():
@@ -87,7 +89,7 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
                 raise TrainerError(f"invalid data file {path}: missing keys {', '.join(missing)}; found "
                                    f"{', '.join(npz.files) or 'none'}; expected {', '.join(NPZ_KEYS)}")
             return {k: npz[k] for k in NPZ_KEYS}
-    except TrainerError:
+    except InputError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, ValueError (pickled object arrays), OSError
         raise TrainerError(f"invalid data file {path}: cannot read it as .npz ({type(exc).__name__}: {exc})") from None
@@ -101,7 +103,7 @@ def _keras_dataset(name: str) -> dict[str, np.ndarray]:
         except OSError as exc:
             raise TrainerError(f"--data {name} needs a download from {_DATASET_HOST[0]}, which this machine cannot "
                                f"reach ({exc}); pass a .npz file (local or gs://) instead") from None
-    from trainer.kerasmod import get_keras
+    from mlsubmit_runtime.kerasmod import get_keras
 
     (x_train, y_train), (x_test, y_test) = getattr(get_keras().datasets, name).load_data()
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
@@ -127,41 +129,14 @@ def fingerprint(raw: dict[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def _features(x: np.ndarray, key: str) -> np.ndarray:
-    if x.dtype == np.uint8:
-        x = x.astype(np.float32) / 255.0
-    elif np.issubdtype(x.dtype, np.number) and not np.issubdtype(x.dtype, np.complexfloating):
-        x = x.astype(np.float32)
-    else:
-        raise TrainerError(f"invalid {key}: dtype {x.dtype}; expected uint8 images or a real number array")
-    if x.ndim == 3:  # (n, H, W) grey images: add the channel axis
-        x = x[..., np.newaxis]
-    if x.ndim < 2:
-        raise TrainerError(f"invalid {key}: shape {x.shape}; expected (samples, features…)")
-    return x
-
-
-def _labels(y: np.ndarray, key: str) -> np.ndarray:
-    if y.ndim == 2 and y.shape[1] > 1:  # one-hot
-        if not np.all((y == 0) | (y == 1)) or not np.all(y.sum(axis=1) == 1):
-            raise TrainerError(f"invalid {key}: a 2-D label array must be one-hot (one 1 per row)")
-        return y.argmax(axis=1).astype(np.int64)
-    y = y.reshape(-1) if y.ndim == 2 else y
-    if y.ndim != 1 or not np.issubdtype(y.dtype, np.number):
-        raise TrainerError(f"invalid {key}: shape {y.shape}, dtype {y.dtype}; expected integer class labels (n,) "
-                           "or one-hot (n, classes)")
-    if not np.all(np.equal(np.mod(y, 1), 0)):
-        raise TrainerError(f"invalid {key}: labels must be whole numbers; found e.g. {y[np.mod(y, 1) != 0][0]!r}")
-    if y.size and y.min() < 0:
-        raise TrainerError(f"invalid {key}: labels out of range; found {int(y.min())}, expected 0 … classes-1")
-    return y.astype(np.int64)
-
-
 def prepare(raw: dict[str, np.ndarray], *, source: str, validation_split: float, seed: int,
             num_classes: int | None = None) -> Arrays:
     """Validate and normalise raw arrays, and carve the validation split from the training set."""
-    x_train, x_test = _features(raw["x_train"], "x_train"), _features(raw["x_test"], "x_test")
-    y_train, y_test = _labels(raw["y_train"], "y_train"), _labels(raw["y_test"], "y_test")
+    try:
+        x_train, x_test = features(raw["x_train"], "x_train"), features(raw["x_test"], "x_test")
+        y_train, y_test = labels(raw["y_train"], "y_train"), labels(raw["y_test"], "y_test")
+    except InputError as err:  # the runtime's check, reported as the trainer's own
+        raise TrainerError(str(err)) from None
     for x, y, name in ((x_train, y_train, "train"), (x_test, y_test, "test")):
         if len(x) != len(y):
             raise TrainerError(f"invalid data: x_{name} has {len(x)} samples but y_{name} has {len(y)}; they must match")

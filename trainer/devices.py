@@ -1,4 +1,5 @@
-"""Find the devices to train on: the machine's GPUs, or N logical CPU devices with --emulate-devices N.
+"""Find the devices to train on: the machine's GPUs, or N logical CPU devices with --emulate-devices N (or
+MLSUBMIT_EMULATE_DEVICES=N, which `mlsubmit train --local --gpus N` sets on a machine without N GPUs).
 
 `--emulate-devices N` splits the CPU into N logical devices before TensorFlow runs any op, so the N-replica path
 (MirroredStrategy, the global batch split across replicas, mirrored variables) really runs on a machine without
@@ -46,12 +47,11 @@ def setup(requested: int | None, emulate: int) -> Devices:
     """Configure TensorFlow's devices (must run before any TensorFlow op) and select the ones to train on."""
     import tensorflow as tf
 
+    from mlsubmit_runtime.devices import emulate as split_cpu
+
     gpus = tf.config.list_physical_devices("GPU")
     if emulate:
-        if gpus:
-            tf.config.set_visible_devices([], "GPU")
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * emulate)
+        split_cpu(emulate)
     else:
         for gpu in gpus:  # allocate as needed, so several replicas can share a GPU in local runs
             try:

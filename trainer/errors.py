@@ -5,13 +5,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-EXIT_USAGE = 2
+from mlsubmit_runtime.errors import InputError
+
+EXIT_USAGE = InputError.exit_code
 
 
-class TrainerError(Exception):
-    """Bad input (flags, data, devices, job dir): one line, exit code 2, raised before training starts."""
-
-    exit_code = EXIT_USAGE
+class TrainerError(InputError):
+    """Bad input (flags, data, devices, job dir): one line, exit code 2, raised before training starts. The
+    runtime's own InputError (data, storage) is reported the same way."""
 
 
 def invalid(field: str, received: object, expected: str, hint: str | None = None) -> TrainerError:

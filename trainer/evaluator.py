@@ -18,7 +18,7 @@ import time
 from trainer import artifacts, data
 from trainer.cluster import Cluster
 from trainer.config import TrainConfig
-from trainer.storage import Location
+from mlsubmit_runtime.storage import Location
 
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
 
@@ -56,7 +56,7 @@ def run_evaluator(config: TrainConfig, cluster: Cluster, poll_seconds: float | N
 
     import tensorflow as tf
 
-    from trainer.kerasmod import get_keras
+    from mlsubmit_runtime.kerasmod import get_keras
     from trainer.models import build_model
     from trainer.train import evaluate
 

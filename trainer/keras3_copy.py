@@ -20,7 +20,7 @@ def keras3_template(trained, config, arrays, atol: float = 1e-5):
     import keras
 
     from trainer.models import build_model
-    from trainer.multi_gpu import build_template
+    from mlsubmit_runtime.multi_gpu import build_template
     from trainer.train import compile_model
 
     template = build_template(build_model, keras, config.model, arrays.input_shape, arrays.num_classes)

@@ -12,7 +12,7 @@ from trainer import artifacts
 from trainer.cluster import Cluster
 from trainer.config import TrainConfig
 from trainer.data import Arrays
-from trainer.storage import Location
+from mlsubmit_runtime.storage import Location
 
 
 def evaluate_splits(model, arrays: Arrays, batch_size: int) -> dict[str, dict[str, float]]:

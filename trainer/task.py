@@ -14,7 +14,7 @@ import time
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported anywhere
-    from trainer.errors import TrainerError
+    from mlsubmit_runtime.errors import InputError  # the trainer's TrainerError and the runtime's own
 
     try:
         from trainer.config import parse_config
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
             from trainer.train import run
 
             result = run(config, cluster, started)
-    except TrainerError as err:
+    except InputError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return err.exit_code
     if result is not None:

@@ -13,7 +13,7 @@ from trainer import artifacts, data, devices, pipeline, strategy
 from trainer.cluster import Cluster
 from trainer.config import TrainConfig
 from trainer.models import MODELS, build_model
-from trainer.storage import Location
+from mlsubmit_runtime.storage import Location
 
 LOSS = "sparse_categorical_crossentropy"
 
@@ -76,8 +76,9 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
 
     import tensorflow as tf
 
-    from trainer.kerasmod import get_keras
-    from trainer.multi_gpu import SyncToTemplate, build_template, copy_optimizer_state, copy_weights, replicate
+    from mlsubmit_runtime.kerasmod import get_keras
+    from mlsubmit_runtime.multi_gpu import (build_template, copy_optimizer_state, copy_weights, replicate,
+                                            sync_to_template)
 
     keras = get_keras()
     tf.get_logger().setLevel("ERROR")  # retracing notices for evaluation sets of another size are expected
@@ -101,7 +102,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     callbacks, recorder, timer = make_callbacks(
         keras, backup=backup, logs=logs, patience=config.patience,
         samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)
-    callbacks.append(SyncToTemplate(template))
+    callbacks.append(sync_to_template(template))
     verbose = 1 if os.isatty(1) and not config.dry_run else 2
     parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
                  steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless)  # the pipeline shuffles, seeded

@@ -11,7 +11,7 @@ from trainer.errors import TrainerError
 
 def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6, keras=None) -> dict[str, float]:
     """Load model.keras (safe mode) and model.h5 with `keras` (default: the trainer's) and compare predictions."""
-    from trainer.kerasmod import get_keras
+    from mlsubmit_runtime.kerasmod import get_keras
 
     keras = keras or get_keras()
     expected = template.predict(x, verbose=0)

@@ -29,8 +29,8 @@ CLOUD_OPTIONS = {
                                            "(the default)."), False),
     "wait": (_flag("--wait", "Show the job's status only, until it ends."), False),
     "async_": (_flag("--async", "Return once the job is accepted; print its id."), False),
-    "dry_run": (_flag("--dry-run", "Print the request body, the package's files and size and the distribution "
-                                   "strategy the trainer will pick; no credentials, no network, nothing sent."),
+    "dry_run": (_flag("--dry-run", "Print the request body, the package's files and size and the program each "
+                                   "replica runs; no credentials, no network, nothing sent."),
                 False),
     "request_id": (Annotated[Optional[str], typer.Option(
         "--request-id", metavar="KEY", show_default=False, rich_help_panel=_PANEL,
@@ -140,14 +140,19 @@ def _render_dry_run(submission: Any) -> None:
     typer.echo(f"  stages to {planned.uri} (skipped if it is there already)")
     for path, size, made in files:
         typer.echo(f"  {size:>9,}  {path}{'  (generated)' if made else ''}")
-    if submission.strategy:
-        name, reason = submission.strategy
-        typer.echo(f"\nstrategy: {name} — {reason}")
-    else:
-        typer.echo(f"\nstrategy: chosen by your program ({spec.python_module}), not mlsubmit's trainer")
+    if submission.runtime is not None:
+        runtime = submission.runtime
+        typer.echo(f"runtime {runtime.plan.filename}: {runtime.size:,} bytes, sha256 {runtime.sha256} (the package "
+                   f"uses mlsubmit_runtime)\n  stages to {runtime.uri} (skipped if it is there already)")
+    typer.echo(f"\nprogram: python -m {spec.python_module}{''.join(' ' + a for a in spec.args)}")
     settings = submission.settings
     where = [f"{name.replace('_', ' ')} {getattr(settings, name)} ({settings.sources[name]})"
              for name in ("project", "region", "staging_bucket", "endpoint") if getattr(settings, name)]
     typer.echo(f"settings: {'; '.join(where)}")
-    typer.echo(f"job dir: {spec.job_dir}")
+    if submission.api == "legacy":
+        typer.echo(f"job dir: {spec.job_dir} (jobDir: the trainer gets --job-dir)" if spec.job_dir else
+                   "job dir: none (legacy AI Platform passes --job-dir only when you give one)")
+    else:
+        typer.echo(f"base output directory: {spec.job_dir} (AIP_MODEL_DIR={spec.job_dir}/model/, …; no argument "
+                   "is added)")
     typer.echo("nothing submitted (--dry-run): no credentials used, nothing sent")

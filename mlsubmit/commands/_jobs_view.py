@@ -76,13 +76,13 @@ def job_table(statuses: list[Any]) -> None:
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     legacy = bool(statuses) and statuses[0].api == "legacy"
-    for column in (("JOB ID",) if legacy else ("JOB ID", "NAME")) + ("STATE", "CREATED (UTC)", "RAN", "ARTIFACTS"):
-        table.add_column(column, no_wrap=column != "ARTIFACTS")
+    for column in (("JOB ID",) if legacy else ("JOB ID", "NAME")) + ("STATE", "CREATED (UTC)", "RAN", "JOB DIR"):
+        table.add_column(column, no_wrap=column != "JOB DIR")
     for status in statuses:
         state = f"[{_STATE_COLOURS.get(status.state, 'white')}]{status.state}[/]"
         ran = duration(status.start_time, status.end_time) if status.start_time else ""
         cells = [status.job_id] + ([] if legacy else [status.display_name])
-        table.add_row(*cells, state, short_time(status.create_time), ran, status.artifacts or "")
+        table.add_row(*cells, state, short_time(status.create_time), ran, status.artifacts or "(none)")
     _print(table if statuses else "no jobs")
 
 

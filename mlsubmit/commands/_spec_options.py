@@ -26,6 +26,7 @@ from mlsubmit.errors import invalid_value
 
 _PANEL = "Job spec (flags override --config YAML)"
 _TRAINER_ARGS = "mlsubmit.trainer_args"  # ctx.meta key: the arguments after --
+_REPEATABLE = ("label", "env")
 
 
 def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: bool = False) -> Any:
@@ -65,11 +66,13 @@ SPEC_OPTIONS: dict[str, Any] = {
     "python_module": _option("--python-module", metavar="MODULE", help="Module to run (default: trainer.task)."),
     "max_runtime": _option("--max-runtime", metavar="DURATION", help="Cancel the job after this long: 7200s, "
                            "90m, 2h, 1h30m (default: the service's, 7 days)."),
-    "job_dir": _option("--job-dir", metavar="PATH", help="Output directory (gs:// for cloud jobs); the trainer "
-                       "gets it as --job-dir."),
+    "job_dir": _option("--job-dir", metavar="PATH", help="Output directory (gs:// for cloud jobs): Vertex AI's "
+                       "base output directory (AIP_MODEL_DIR, …); legacy AI Platform also passes it as --job-dir."),
     "job_name": _option("--job-name", metavar="NAME", help="Job id (legacy: letters, digits, _) / display name "
                         "(Vertex AI, at most 128 characters)."),
     "label": _option("--label", metavar="KEY=VALUE", multiple=True, help="Job label; repeatable."),
+    "env": _option("--env", metavar="KEY=VALUE", multiple=True, help="Environment variable of every replica "
+                   "(Vertex AI pythonPackageSpec.env; --local too); repeatable. Legacy AI Platform has none."),
 }
 TRAINER_ARGS = Annotated[Optional[List[str]], typer.Argument(metavar="[-- TRAINER_ARGS...]", show_default=False,
                                                              help="Arguments for the trainer, after --.")]
@@ -79,7 +82,7 @@ def with_spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add SPEC_OPTIONS and the trainer arguments to `command`, which receives them as `spec_flags` (a dict)."""
     own = [p for p in inspect.signature(command).parameters.values() if p.name != "spec_flags"]
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
-                               default=[] if name == "label" else None) for name, kind in SPEC_OPTIONS.items()]
+                               default=[] if name in _REPEATABLE else None) for name, kind in SPEC_OPTIONS.items()]
     added.append(inspect.Parameter("trainer_args", inspect.Parameter.KEYWORD_ONLY, annotation=TRAINER_ARGS,
                                    default=None))
     added.append(inspect.Parameter("spec_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
@@ -126,14 +129,7 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
     """
     from mlsubmit.spec_input import FLAG_NAMES, RoleDraft, SpecDraft, build_spec, load_yaml, merge
 
-    labels = None
-    if flags.get("label"):
-        labels = []
-        for item in flags["label"]:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise invalid_value("--label", item, "KEY=VALUE", hint=f"write --label {item}=VALUE")
-            labels.append((key, value))
+    labels, env = _pairs("--label", flags.get("label")), _pairs("--env", flags.get("env"))
     given = SpecDraft(
         tier=flags.get("tier"),
         chief=RoleDraft(machine_type=flags.get("machine_type"), accelerator_type=flags.get("gpu_type"),
@@ -146,10 +142,22 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         executor_image=flags.get("executor_image"), python_module=flags.get("python_module"),
         args=tuple(flags["trainer_args"]) if flags.get("trainer_args") else None,
         job_dir=flags.get("job_dir"), job_name=flags.get("job_name"),
-        labels=tuple(labels) if labels else None, max_runtime=flags.get("max_runtime"),
-        names=dict(FLAG_NAMES))
+        labels=labels, env=env, max_runtime=flags.get("max_runtime"), names=dict(FLAG_NAMES))
     notes: list[str] = []
     if flags.get("config"):
         from_yaml, notes = load_yaml(flags["config"])
         given = merge(from_yaml, given)
     return build_spec(given, target=target), notes
+
+
+def _pairs(flag: str, items: Optional[List[str]]) -> Optional[tuple]:
+    """`KEY=VALUE` items as ((KEY, VALUE), …) in order, the last value of a repeated KEY winning; None if none."""
+    if not items:
+        return None
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise invalid_value(flag, item, "KEY=VALUE", hint=f"write {flag} {key or 'KEY'}=VALUE")
+        pairs[key] = value
+    return tuple(pairs.items())

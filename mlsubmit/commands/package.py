@@ -42,10 +42,12 @@ def _render_dry_run(result, output: str) -> None:
     typer.echo("nothing written (--dry-run)")
 
 
-def _render(result, output: str) -> None:
+def _render(result, output: str, runtime=None) -> None:
     sdist, checked, staged = result.sdist, result.preflight, result.staged
     if output == "json":
         typer.echo(json.dumps({
+            "runtime": {"path": str(runtime.sdist.path), "sha256": runtime.sdist.sha256,
+                        "uri": runtime.staged.uri if runtime.staged else None} if runtime else None,
             "uri": staged.uri if staged else None, "path": str(sdist.path), "sha256": sdist.sha256,
             "size": sdist.size, "files": list(sdist.files), "uploaded": bool(staged and staged.uploaded),
             "bytes_sent": staged.bytes_sent if staged else 0,
@@ -63,6 +65,10 @@ def _render(result, output: str) -> None:
     if staged is not None:
         sent = f"{'uploaded' if staged.uploaded else 'already staged'}, {staged.bytes_sent:,} bytes sent"
         typer.echo(f"staged    {staged.uri} ({sent})")
+    if runtime is not None:  # the package requires or imports mlsubmit_runtime: the job needs both
+        where = f", staged {runtime.staged.uri}" if runtime.staged else ""
+        typer.echo(f"runtime   {runtime.sdist.path} (the package uses mlsubmit_runtime{where}; list it before "
+                   "the package in the job's package URIs)")
 
 
 def package_command(
@@ -106,7 +112,9 @@ def package_command(
     _warn_secrets(plan.excluded_secrets)
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
                                     stage_to=stage_to, retry=retry, show_progress=True)
-    _render(result, output)
+    from mlsubmit.runtime_dist import package_runtime
+
+    _render(result, output, package_runtime(plan, dist_dir=dist_dir, stage_to=stage_to, retry=retry))
 
 
 def register(app: typer.Typer) -> None:

@@ -83,11 +83,16 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(outcome.state, "yellow")
     typer.secho(f"job {job.job_id} {outcome.state} in {outcome.seconds:.1f} s — exit codes: {codes}", fg=colour,
                 bold=True)
-    manifest = os.path.join(job.job_dir, "MANIFEST.json")
+    from mlsubmit.job_dir_report import describe, devices_used
+
+    where = describe(job.job_dir, api=api)
+    if job.emulated_devices:
+        used = devices_used(job.job_dir)
+        typer.echo(f"devices: MLSUBMIT_EMULATE_DEVICES={job.emulated_devices} was offered; " + (
+            f"the trainer's metrics.json says it trained on {used}" if used else
+            "the job dir does not say what the trainer used"))
     if outcome.state == "SUCCEEDED":
-        where = f"{job.job_dir}/ (MANIFEST.json written last)" if job.job_dir.startswith("gs://") or \
-            os.path.exists(manifest) else f"{job.job_dir}/ (no MANIFEST.json: the trainer wrote no artifacts)"
-        typer.echo(f"artifacts: {where}")
+        typer.echo(where)
         return
     if outcome.state == "CANCELLED":
         raise OperationFailed(f"job {job.job_id} stopped by the user; every replica was stopped",
@@ -95,6 +100,6 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     if rejected:  # the trainer's own bad-input exit: its one line, exit code 2
         said = (outcome.traceback.strip().splitlines() or [""])[-1].removeprefix("error: ")
         raise UsageError(f"job {job.job_id} failed: {outcome.failed} rejected its input: {said}",
-                         hint="fix the trainer arguments after --")
+                         hint="fix the trainer arguments after -- (they reach it exactly as written)")
     raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}; the other replicas were stopped",
-                          hint=f"its output is above; partial files may be in {job.job_dir}")
+                          hint=f"its output is above; {where}")

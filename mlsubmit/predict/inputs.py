@@ -1,7 +1,8 @@
 """What to predict on: an .npz (`x_test` or `--input-key`), a .npy, or image files/globs; and the labels.
 
 Arrays are read from the file in batches (an .npz member is streamed out of its zip, a .npy from disk), so memory is
-bounded by the batch, not the input. Preprocessing is the trainer's own (`trainer.data`): uint8 is scaled to [0, 1],
+bounded by the batch, not the input. Preprocessing is the bundled trainer's (`mlsubmit_runtime.features`, which
+both use): uint8 is scaled to [0, 1],
 other real numbers become float32, and (n, H, W) gains a channel axis. Images are read with Pillow, converted to grey
 or RGB to match the models' channels and resized to their height and width. Shape and dtype are checked against the
 models from the file's header before any prediction.
@@ -26,13 +27,13 @@ _CHANNEL_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
 def preprocess(x: np.ndarray, what: str) -> np.ndarray:
-    """The trainer's feature preprocessing (one batch), with its errors as UsageError."""
-    from trainer.data import _features  # the trainer's own function, so the two can never drift apart
-    from trainer.errors import TrainerError
+    """The bundled trainer's feature preprocessing (one batch), with its errors as UsageError."""
+    from mlsubmit_runtime.errors import InputError
+    from mlsubmit_runtime.features import features  # the trainer's own function: the two never drift apart
 
     try:
-        return _features(x, what)
-    except TrainerError as exc:
+        return features(x, what)
+    except InputError as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -300,13 +301,13 @@ def _label_array(spec: str, source: ArrayInput | ImageInput) -> tuple[np.ndarray
 
 def load_labels(spec: str, source: ArrayInput | ImageInput) -> tuple[np.ndarray, str]:
     """--labels (a file, or a key of the input .npz) → integer labels, one per input row, and where they came from."""
-    from trainer.data import _labels
-    from trainer.errors import TrainerError
+    from mlsubmit_runtime.errors import InputError
+    from mlsubmit_runtime.features import labels as parse_labels
 
     raw, where = _label_array(spec, source)
     try:
-        labels = _labels(raw, where)
-    except TrainerError as exc:
+        labels = parse_labels(raw, where)
+    except InputError as exc:
         raise UsageError(f"invalid value for --labels: {exc}") from None
     if len(labels) != source.count:
         raise invalid_value("--labels", where, f"one label per input row ({source.count}); it has {len(labels)}")

@@ -32,7 +32,7 @@ class Member:
 
 def _keras():
     if "tensorflow" in sys.modules:
-        from trainer.kerasmod import get_keras
+        from mlsubmit_runtime.kerasmod import get_keras
 
         return get_keras()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
@@ -40,7 +40,7 @@ def _keras():
 
     with quiet_native_startup():  # what C++ prints before the variable takes effect, and at device start-up
         import tensorflow as tf
-        from trainer.kerasmod import get_keras
+        from mlsubmit_runtime.kerasmod import get_keras
 
         keras = get_keras()
         tf.config.list_physical_devices()

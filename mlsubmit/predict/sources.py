@@ -19,9 +19,9 @@ from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 from mlsubmit.predict.cache import Cache, Digests, md5_hex
 from mlsubmit.predict.request import MODEL_SUFFIXES
 from mlsubmit.storage import Checksums, ObjectInfo, get_file, split_gcs, stat
+from mlsubmit_runtime.artifacts import FORMAT as MANIFEST_FORMAT  # the format trainers write, in one place
+from mlsubmit_runtime.artifacts import MANIFEST
 
-MANIFEST = "MANIFEST.json"
-MANIFEST_FORMAT = "mlsubmit-artifacts/1"
 MODEL_FILES = ("model/model.keras", "model/model.h5")  # in order of preference
 METRICS = "metrics.json"
 

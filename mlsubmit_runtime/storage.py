@@ -1,8 +1,9 @@
 """Local directories and gs:// prefixes behind one small interface.
 
 TensorFlow's own GCS filesystem always talks to the real endpoint and Keras writes `model.save("gs://…/x.h5")`
-to a local `gs:/…` path without a word, so the trainer never hands a gs:// path to TensorFlow: it writes to a
-local directory and uploads with google-cloud-storage, which honours STORAGE_EMULATOR_HOST.
+to a local `gs:/…` path without a word, so a trainer should never hand a gs:// path to TensorFlow: write to a
+local directory and upload with google-cloud-storage (imported when a gs:// location is first used), which
+honours STORAGE_EMULATOR_HOST. Problems are one-line InputErrors.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from trainer.errors import TrainerError
+from mlsubmit_runtime.errors import InputError
 
 
 def is_gcs(uri: str) -> bool:
@@ -22,7 +23,7 @@ def is_gcs(uri: str) -> bool:
 def split_gcs(uri: str) -> tuple[str, str]:
     bucket, _, prefix = uri[len("gs://"):].partition("/")
     if not bucket:
-        raise TrainerError(f"invalid GCS path {uri!r}; expected gs://BUCKET/PREFIX")
+        raise InputError(f"invalid GCS path {uri!r}; expected gs://BUCKET/PREFIX")
     return bucket, prefix.strip("/")
 
 
@@ -73,7 +74,7 @@ class Location:
             (self.local / probe).write_bytes(b"")
             (self.local / probe).unlink()
         except OSError as exc:
-            raise TrainerError(f"job dir {self.uri} is not writable ({exc.strerror or exc}); pass a --job-dir "
+            raise InputError(f"job dir {self.uri} is not writable ({exc.strerror or exc}); pass a --job-dir "
                                "you can write to") from None
         if self.remote:
             try:
@@ -81,7 +82,7 @@ class Location:
                 blob.upload_from_string(b"")
                 blob.delete()
             except Exception as exc:  # google.api_core exceptions, connection errors
-                raise TrainerError(f"job dir {self.uri} is not writable: {type(exc).__name__}: "
+                raise InputError(f"job dir {self.uri} is not writable: {type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0][:200]}") from None
 
     def exists(self, rel: str) -> bool:
@@ -141,6 +142,6 @@ def download_to_temp(uri: str) -> Path:
     try:
         _client().bucket(bucket).blob(name).download_to_filename(str(target))
     except Exception as exc:
-        raise TrainerError(f"invalid value for --data: cannot read {uri} ({type(exc).__name__}: "
+        raise InputError(f"invalid value for --data: cannot read {uri} ({type(exc).__name__}: "
                            f"{str(exc).splitlines()[0][:200]})") from None
     return target

@@ -1,4 +1,4 @@
-"""Which Keras the trainer uses: Keras 3 (`keras`) normally, `tf_keras` when TF_USE_LEGACY_KERAS=1.
+"""Which Keras a trainer uses: Keras 3 (`keras`) normally, `tf_keras` when TF_USE_LEGACY_KERAS=1.
 
 Cluster jobs (multi-worker and parameter-server training) run on `tf_keras`, because Keras 3's `fit` fails with
 MultiWorkerMirroredStrategy on ≥ 2 workers and does not support ParameterServerStrategy (see README). The model

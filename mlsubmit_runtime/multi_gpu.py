@@ -6,7 +6,7 @@ shared the template's layers, so saving the template saved the trained weights.
 
 Here the same contract rests on MirroredStrategy: `replicate()` makes the strategy-scoped copy that trains
 (its variables are mirrored on every device, updated in lock-step by an all-reduce of the gradients), and weights
-flow back into the template — after every epoch and at the end of training — through `SyncToTemplate`. The
+flow back into the template — after every epoch and at the end of training — through `sync_to_template`. The
 template stays a plain CPU model with no strategy or replica wrappers: it is the object to save.
 
 For people porting 2018 code, `multi_gpu_model(template, gpus)` returns the parallel model; call `compile`/`fit` on
@@ -15,7 +15,7 @@ it and `save` on the template, exactly as before.
 
 from __future__ import annotations
 
-from trainer.kerasmod import get_keras
+from mlsubmit_runtime.kerasmod import get_keras
 
 
 def build_template(factory, *args, **kwargs):
@@ -50,18 +50,33 @@ def copy_optimizer_state(source, target) -> None:
         pass
 
 
-class SyncToTemplate(get_keras().callbacks.Callback):
-    """Keeps the template's weights equal to the parallel model's after every epoch and at the end."""
+def _sync_class():
+    """The callback class, made on first use: Keras is chosen (and imported) when training starts, not on import."""
+    global _SYNC
+    if _SYNC is None:
+        class SyncToTemplate(get_keras().callbacks.Callback):
+            """Keeps the template's weights equal to the parallel model's after every epoch and at the end."""
 
-    def __init__(self, template):
-        super().__init__()
-        self.template = template
+            def __init__(self, template):
+                super().__init__()
+                self.template = template
 
-    def on_epoch_end(self, epoch, logs=None):
-        copy_weights(self.model, self.template)
+            def on_epoch_end(self, epoch, logs=None):
+                copy_weights(self.model, self.template)
 
-    def on_train_end(self, logs=None):
-        copy_weights(self.model, self.template)
+            def on_train_end(self, logs=None):
+                copy_weights(self.model, self.template)
+
+        _SYNC = SyncToTemplate
+    return _SYNC
+
+
+_SYNC = None
+
+
+def sync_to_template(template):
+    """A Keras callback that copies the trained weights into `template` after every epoch and at the end."""
+    return _sync_class()(template)
 
 
 def multi_gpu_model(template, gpus: int, devices: list[str] | None = None):
@@ -100,7 +115,7 @@ def multi_gpu_model(template, gpus: int, devices: list[str] | None = None):
     original_fit = parallel.fit
 
     def fit(*args, callbacks=None, **kwargs):
-        return original_fit(*args, callbacks=[*(callbacks or []), SyncToTemplate(template)], **kwargs)
+        return original_fit(*args, callbacks=[*(callbacks or []), sync_to_template(template)], **kwargs)
 
     parallel.fit = fit
     return parallel
