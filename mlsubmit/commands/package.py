@@ -26,6 +26,7 @@ def _render_dry_run(result, output: str) -> None:
     if output == "json":
         typer.echo(json.dumps({
             "dry_run": True, "filename": plan.filename, "uri": result.uri, "sha256": result.sha256,
+            "build": plan.build,
             "size": result.size, "total_size": sum(size for _, size, _ in listing),
             "files": [{"path": path, "size": size, "generated": gen} for path, size, gen in listing],
             "skipped": [{"path": s.path, "reason": s.reason} for s in plan.skipped],
@@ -38,6 +39,7 @@ def _render_dry_run(result, output: str) -> None:
     for skipped in plan.skipped:
         typer.echo(f"  {'left out':>10}  {skipped.path}  ({skipped.reason})")
     typer.echo(f"sha256    {result.sha256} ({result.size:,} bytes compressed)")
+    typer.echo(f"build     {plan.build}")
     if result.uri:
         typer.echo(f"would stage to {result.uri}")
     typer.echo("nothing written (--dry-run)")
@@ -48,19 +50,22 @@ def _render(result, output: str) -> None:
     if output == "json":
         typer.echo(json.dumps({
             "uri": staged.uri if staged else None, "path": str(sdist.path), "sha256": sdist.sha256,
-            "size": sdist.size, "files": list(sdist.files), "uploaded": bool(staged and staged.uploaded),
+            "size": sdist.size, "files": list(sdist.files), "build": result.build,
+            "uploaded": bool(staged and staged.uploaded),
             "bytes_sent": staged.bytes_sent if staged else 0,
             "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
                           if checked else "skipped"),
             "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
         return
     typer.echo(f"built     {sdist.path} ({len(sdist.files)} files, {sdist.size:,} bytes)")
+    typer.echo(f"build     {result.build}")
     typer.echo(f"sha256    {sdist.sha256}")
     if checked is None:
         typer.echo("preflight skipped (--skip-preflight)")
     else:
         how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
-        typer.echo(f"preflight ok: installed offline in a fresh venv, `{how}` ran ({checked.seconds:.1f} s)")
+        added = f", requirements installed: {', '.join(checked.installed)}" if checked.installed else ""
+        typer.echo(f"preflight ok: installed in a fresh venv{added}; `{how}` ran ({checked.seconds:.1f} s)")
     if staged is not None:
         sent = f"{'uploaded' if staged.uploaded else 'already staged'}, {staged.bytes_sent:,} bytes sent"
         typer.echo(f"staged    {staged.uri} ({sent})")

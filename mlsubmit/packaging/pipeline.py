@@ -24,6 +24,7 @@ class PackageResult:
     sdist: Sdist
     preflight: PreflightResult | None
     staged: StagedPackage | None
+    build: str = ""  # how the sdist was built, one line
 
 
 def package(package_path: str | os.PathLike = "trainer", *, setup_py: str | os.PathLike | None = None,
@@ -59,7 +60,7 @@ def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, 
     else:
         sdist = write_sdist(plan, target)
     staged = stage(sdist, stage_to, retry=retry, show_progress=show_progress) if stage_to is not None else None
-    return PackageResult(sdist, checked, staged)
+    return PackageResult(sdist, checked, staged, plan.build)
 
 
 @dataclass(frozen=True)

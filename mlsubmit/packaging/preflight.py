@@ -6,9 +6,12 @@ TensorFlow), done locally so a package that cannot install fails before a job is
 - the venv sees mlsubmit's own environment (TensorFlow, Keras, pip, setuptools): `--system-site-packages`,
   plus a `.pth` bridge to this interpreter's site-packages when mlsubmit itself runs inside a venv (a venv's
   "system" site-packages is the base interpreter's, not the venv's);
-- `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, the
-  requirements are the image's business, and setuptools comes from mlsubmit's environment instead of being
-  fetched (the cloud, online, builds in isolation with setuptools from the index);
+- `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, and
+  setuptools comes from mlsubmit's environment instead of being fetched (the cloud, online, builds in
+  isolation with setuptools from the index). An sdist whose backend is not setuptools (hatchling, flit, …)
+  is built in isolation as the cloud does, its backend fetched from your index;
+- then the package's declared requirements that the environment does not already satisfy are installed from
+  your index with your pip configuration (`requirements.py`): what the cloud's pip would add to its image;
 - the module must be found inside the new venv (mlsubmit may be installed in editable mode, which would make
   the working tree importable), then `python -m <module> --help` runs; if that fails or hangs, an import of
   the module decides.
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit.errors import UsageError
+from mlsubmit.packaging.requirements import install_requirements, needs_build_isolation
 from mlsubmit.packaging.sdist import Sdist
 
 _BRIDGE = "_mlsubmit_tool_env.pth"
@@ -44,6 +48,7 @@ class PreflightResult:
     check: str
     origin: str
     seconds: float
+    installed: tuple[str, ...] = ()  # requirements the environment lacked, installed from the index
 
 
 def _clean_env(cwd: Path) -> dict[str, str]:
@@ -51,6 +56,14 @@ def _clean_env(cwd: Path) -> dict[str, str]:
            if not k.startswith("PIP_") and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
     env.update(PYTHONNOUSERSITE="1", PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
                PIP_NO_INPUT="1", PWD=str(cwd))
+    return env
+
+
+def _index_env(cwd: Path) -> dict[str, str]:
+    """For pip steps that use the index: the user's pip configuration applies, nothing else of the shell's."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PWD=str(cwd))
     return env
 
 
@@ -89,12 +102,25 @@ def create_venv(venv_dir: Path) -> Path:
 
 def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLike, *,
                       timeout: float = 300.0) -> Path:
-    """Install the sdist (without its requirements, offline) into a venv at `venv_dir`, created if missing.
+    """Install the sdist (or wheel) and its missing requirements into a venv at `venv_dir`; returns its python.
 
-    Returns the venv's python. The local runner uses this to run a job from the package exactly as staged.
+    The local runner and the emulator use this to run a job from the package exactly as staged.
 
     Raises:
-        UsageError: pip could not install the package (carrying pip's last lines), or setuptools is missing.
+        UsageError: see `install_package`.
+    """
+    return install_package(sdist, venv_dir, timeout=timeout)[0]
+
+
+def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLike, *,
+                    timeout: float = 300.0) -> tuple[Path, tuple[str, ...]]:
+    """Install the sdist (or wheel) and its missing requirements into a venv at `venv_dir`, created if missing.
+
+    Returns the venv's python and the requirements that had to be installed.
+
+    Raises:
+        UsageError: pip could not install the package (carrying pip's last lines), a requirement cannot be
+            installed, or setuptools is missing.
     """
     path = sdist.path if isinstance(sdist, Sdist) else Path(sdist)
     venv_dir = Path(venv_dir)
@@ -104,18 +130,21 @@ def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathL
     python = _venv_python(venv_dir)
     if not python.exists():
         python = create_venv(venv_dir)
-    cmd = [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
-           "--ignore-installed", "--no-cache-dir", "--no-input", str(path)]
+    isolated = needs_build_isolation(path)
+    offline = [] if isolated else ["--no-index", "--no-build-isolation"]
+    cmd = [str(python), "-m", "pip", "install", "--no-deps", *offline, "--ignore-installed", "--no-cache-dir",
+           "--no-input", str(path)]
+    env = _clean_env(venv_dir) if not isolated else _index_env(venv_dir)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir,
-                              env=_clean_env(venv_dir))
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir, env=env)
     except subprocess.TimeoutExpired:
         raise UsageError(f"pip did not install {path.name} within {timeout:.0f} s") from None
     if done.returncode != 0:
         raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): "
                          f"{_tail(done.stderr or done.stdout)}",
                          hint="fix the package or setup.py; --skip-preflight skips this check") from None
-    return python
+    installed = install_requirements(python, path, cwd=venv_dir, env=_index_env(venv_dir), timeout=timeout)
+    return python, tuple(installed)
 
 
 def _origin(python: Path, module: str, cwd: Path, timeout: float) -> str:
@@ -164,8 +193,10 @@ def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeou
     return "import", origin
 
 
-def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0) -> PreflightResult:
-    """Install `sdist` into a fresh temporary venv offline and check `python -m <module> --help` there.
+def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0,
+              extra_packages: tuple[Path, ...] = ()) -> PreflightResult:
+    """Install `sdist` (after `extra_packages`, the job's other packages) with its missing requirements into a
+    fresh temporary venv and check `python -m <module> --help` there: the module the job will run.
 
     If `--help` fails or does not finish within `timeout` (a module without an argument parser may start
     working), importing the module decides instead.
@@ -177,6 +208,9 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mlsubmit-preflight-") as tmp:
         work = Path(tmp)
-        python = install_into_venv(sdist, work / "venv")
+        installed: tuple[str, ...] = ()
+        for package in (*extra_packages, sdist):
+            python, added = install_package(package, work / "venv")
+            installed += added
         check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout)
-    return PreflightResult(module, check, origin, time.perf_counter() - started)
+    return PreflightResult(module, check, origin, time.perf_counter() - started, installed)
