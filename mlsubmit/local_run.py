@@ -41,18 +41,26 @@ def default_job_id() -> str:
     return time.strftime("local_%Y%m%d_%H%M%S_") + secrets.token_hex(2)
 
 
-def isolated_python(package_path: str, setup_py: str | None, module: str, say: Callable[[str], None]) -> Path:
-    """The sdist of `package_path` installed into its own venv (reused while the sdist is unchanged)."""
+def isolated_python(package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
+                    requirements: tuple[str, ...] = (), extras: tuple = ()) -> Path:
+    """The sdist of `package_path` (after the job's `extras`) installed with its missing requirements into its
+    own venv (reused while the packages are unchanged); `module` checked to come from it."""
     from mlsubmit import packaging
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.venvs import cached_venv
 
+    local_extras = [extra.path for extra in extras if extra.path is not None]
+    if len(local_extras) != len(extras):
+        raise invalid_value("--extra-packages", ", ".join(e.given for e in extras if e.path is None),
+                            "local archives or package directories for --local", hint="download it first")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-        sdist = packaging.build_sdist(package_path, setup_py, dist_dir=dist)
-        python, reused = cached_venv([sdist.path], check=lambda python, venv: check_module(python, venv, module,
-                                                                                            cwd=venv))
+        plan = packaging.plan_sdist(package_path, setup_py, requirements)
+        say(f"package {plan.filename}: {plan.build}")
+        sdist = packaging.write_sdist(plan, dist)
+        python, reused = cached_venv([*local_extras, sdist.path], check=lambda python, venv: check_module(
+            python, venv, module, cwd=venv, package=sdist.package))
     say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…) "
-        f"{'already installed in' if reused else 'installed offline into'} {python.parent.parent}")
+        f"{'already installed in' if reused else 'installed with its requirements into'} {python.parent.parent}")
     return python
 
 
@@ -67,7 +75,8 @@ def replicas_to_start(job: local_job.LocalJob, python: Path) -> list[Replica]:
 
 
 def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "trainer", setup_py: str | None = None,
-              start_port: int | None = None, say: Callable[[str], None], color: bool = False) -> LocalRun:
+              start_port: int | None = None, say: Callable[[str], None], color: bool = False,
+              requirements: tuple[str, ...] = (), extras: tuple = ()) -> LocalRun:
     """Run `spec` here to the end. Raises UsageError (nothing started) for input this machine cannot run."""
     local_job.check_runnable(spec)
     if api not in local_job.APIS:
@@ -76,7 +85,7 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
     job_id = spec.job_name or default_job_id()
     job_dir = spec.job_dir or f"jobs/{job_id}"
     job_dir = job_dir if job_dir.startswith("gs://") else os.path.abspath(job_dir)
-    python = isolated_python(package_path, setup_py, spec.python_module, say)
+    python = isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
     job = local_job.plan(spec, api=api, job_id=job_id, job_dir=job_dir, ports=ports,
                          gpus_here=local_job.gpus_on_this_machine())
     if job.emulated_devices:

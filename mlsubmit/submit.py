@@ -46,6 +46,7 @@ class Submission:
     package: Any  # mlsubmit.packaging.DryRun: plan, sha256, size, uri
     strategy: tuple[str, str] | None  # (name, reason) the trainer will pick; None for another program
     notes: tuple[str, ...]
+    extras: tuple[Any, ...] = ()  # mlsubmit.packaging.ExtraPackage: the job's other packages
 
     @property
     def method(self) -> str:
@@ -98,7 +99,8 @@ def _gpus_flag(args: tuple[str, ...], default: int) -> int:
 
 
 def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | Path = "trainer",
-            setup_py: str | Path | None = None) -> Submission:
+            setup_py: str | Path | None = None, requirements: tuple[str, ...] = (),
+            extras: tuple[Any, ...] = ()) -> Submission:
     """Decide the whole submission without network or credentials. Raises UsageError for anything wrong."""
     from mlsubmit import discovery, packaging
     from mlsubmit.backends import check_api
@@ -109,9 +111,10 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     if not staging:
         settings.require("staging_bucket")
     job_name = spec.job_name or generate_job_name(Path(package_path).resolve().name)
-    planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging)
+    planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging, requirements=requirements)
+    extra_uris = tuple(packaging.extra_uri(extra, staging) for extra in extras)
     spec = spec.replace(job_name=job_name, job_dir=spec.job_dir or f"{staging}/jobs/{job_name}",
-                        package_uris=tuple(dict.fromkeys((planned.uri, *spec.package_uris))))
+                        package_uris=tuple(dict.fromkeys((planned.uri, *extra_uris, *spec.package_uris))))
     request_id = uuid.uuid4().hex
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
@@ -125,7 +128,7 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     if violations:
         raise UsageError(f"invalid request body: {violations[0].field}: {violations[0].description}")
     return Submission(spec, api, settings, staging, parent, body, request_id, planned, planned_strategy(spec),
-                      tuple(notes))
+                      tuple(notes), tuple(extras))
 
 
 def stage(submission: Submission, *, check: bool = True, retry: Any = None, show_progress: bool = False,
@@ -136,6 +139,8 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
     from mlsubmit import packaging, storage
 
     planned = submission.package
+    for extra in submission.extras:  # content-addressed too: an unchanged one is not sent again
+        packaging.stage_extra(extra, submission.staging, retry=retry, show_progress=show_progress)
     found = storage.stat(planned.uri, retry=retry)
     if found is not None:
         if found.size != planned.size:
@@ -146,7 +151,8 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
         say(f"checking {planned.plan.filename} installs offline in a fresh venv (once per content hash)")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
         result = packaging.package_plan(planned.plan, dist_dir=dist, check=check, stage_to=submission.staging,
-                                        retry=retry, show_progress=show_progress)
+                                        retry=retry, show_progress=show_progress, module=submission.spec.python_module,
+                                        extras=submission.extras)
     staged = result.staged
     if staged.uri != planned.uri:
         raise OperationFailed(f"the package changed while it was being submitted (sha256 {staged.sha256[:12]}…, "

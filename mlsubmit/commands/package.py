@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mlsubmit.commands._package_options import EXTRA_PACKAGES, REQUIREMENTS
 from mlsubmit.errors import did_you_mean, invalid_value
 
 _OUTPUTS = ("text", "json")
@@ -52,7 +53,7 @@ def _render(result, output: str) -> None:
             "uri": staged.uri if staged else None, "path": str(sdist.path), "sha256": sdist.sha256,
             "size": sdist.size, "files": list(sdist.files), "build": result.build,
             "uploaded": bool(staged and staged.uploaded),
-            "bytes_sent": staged.bytes_sent if staged else 0,
+            "bytes_sent": staged.bytes_sent if staged else 0, "extra_packages": [e.uri for e in result.extras],
             "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
                           if checked else "skipped"),
             "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
@@ -66,9 +67,9 @@ def _render(result, output: str) -> None:
         how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
         added = f", requirements installed: {', '.join(checked.installed)}" if checked.installed else ""
         typer.echo(f"preflight ok: installed in a fresh venv{added}; `{how}` ran ({checked.seconds:.1f} s)")
-    if staged is not None:
-        sent = f"{'uploaded' if staged.uploaded else 'already staged'}, {staged.bytes_sent:,} bytes sent"
-        typer.echo(f"staged    {staged.uri} ({sent})")
+    for placed in (staged, *result.extras) if staged is not None else ():
+        sent = f"{'uploaded' if placed.uploaded else 'already staged'}, {placed.bytes_sent:,} bytes sent"
+        typer.echo(f"staged    {placed.uri} ({sent})")
 
 
 def package_command(
@@ -84,9 +85,12 @@ def package_command(
     stage_to: Annotated[Optional[str], typer.Option(
         "--stage", metavar="gs://BUCKET/PREFIX|DIR", show_default=False,
         help="Stage to PREFIX/packages/<sha256>/<file>.tar.gz; skipped when the same bytes are there.")] = None,
-    module: Annotated[Optional[str], typer.Option("--module", metavar="MODULE", show_default=False,
-                                                  help="Module the pre-flight runs with --help. Default: "
-                                                       "<package>.task, else the package.")] = None,
+    module: Annotated[Optional[str], typer.Option("--module", "--module-name", "--python-module", metavar="MODULE",
+                                                  show_default=False,
+                                                  help="Module the job will run; the pre-flight runs it with "
+                                                       "--help. Default: <package>.task, else the package.")] = None,
+    requirements: REQUIREMENTS = [],
+    extra_packages: EXTRA_PACKAGES = [],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the files and sizes; write nothing.")] = False,
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
                                                  help="Do not install the sdist into a fresh venv first.")] = False,
@@ -97,9 +101,11 @@ def package_command(
     if output not in _OUTPUTS:
         raise invalid_value("--output", output, "text or json", hint=did_you_mean(output, _OUTPUTS))
     from mlsubmit import packaging
+    from mlsubmit.packaging.requirements_txt import split_requirements
 
+    wanted = split_requirements(requirements)
     if dry_run:
-        planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to)
+        planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to, requirements=wanted)
         _warn_secrets(planned.plan.excluded_secrets)
         _render_dry_run(planned, output)
         return
@@ -108,10 +114,11 @@ def package_command(
     retry = RetryPolicy.from_env()
     if stage_to is not None:
         packaging.check_destination(stage_to)
-    plan = packaging.plan_sdist(package_path, setup_py)
+    extras = packaging.resolve_extras(extra_packages)
+    plan = packaging.plan_sdist(package_path, setup_py, wanted)
     _warn_secrets(plan.excluded_secrets)
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
-                                    stage_to=stage_to, retry=retry, show_progress=True)
+                                    stage_to=stage_to, retry=retry, show_progress=True, extras=extras)
     _render(result, output)
 
 

@@ -36,7 +36,12 @@ from mlsubmit.packaging.sdist import Sdist
 
 _BRIDGE = "_mlsubmit_tool_env.pth"
 _FIND_MODULE = ("import importlib.util, sys\n"
-                "spec = importlib.util.find_spec(sys.argv[1])\n"
+                "try:\n"
+                "    spec = importlib.util.find_spec(sys.argv[1])\n"
+                "except ModuleNotFoundError as err:\n"
+                "    if not sys.argv[1].startswith(str(err.name)):\n"
+                "        raise\n"
+                "    spec = None  # a parent package is missing: the module is not there\n"
                 "print(spec.origin if spec and spec.origin else '')\n")
 
 
@@ -169,7 +174,12 @@ def default_module(sdist: Sdist) -> str:
     return f"{sdist.package}.task" if f"{sdist.package}/task.py" in sdist.files else sdist.package
 
 
-def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0) -> tuple[str, str]:
+def _holding(package: str | None) -> str:
+    return f" (it holds the package {package!r})" if package else ""
+
+
+def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
+                 package: str | None = None) -> tuple[str, str]:
     """Check that `module` comes from `venv_dir` and starts: returns (check used, module file).
 
     Raises:
@@ -177,8 +187,8 @@ def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeou
     """
     origin = _origin(python, module, cwd, timeout)
     if not origin:
-        raise UsageError(f"module {module!r} is not in the installed package",
-                         hint="pass --module with one of its modules, e.g. '<package>.task'")
+        raise UsageError(f"module {module!r} is not in the installed package{_holding(package)}",
+                         hint=f"pass --module-name with one of its modules, e.g. {package or '<package>'}.task")
     if not Path(origin).resolve().is_relative_to(venv_dir.resolve()):
         raise UsageError(f"{module} was imported from {origin}, not from the package installed in the fresh venv",
                          hint="a module of the same name shadows it in mlsubmit's environment")
@@ -212,5 +222,6 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
         for package in (*extra_packages, sdist):
             python, added = install_package(package, work / "venv")
             installed += added
-        check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout)
+        check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout,
+                                     package=sdist.package)
     return PreflightResult(module, check, origin, time.perf_counter() - started, installed)
