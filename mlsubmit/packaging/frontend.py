@@ -2,7 +2,9 @@
 
 A `pyproject.toml` project (any build backend: hatchling, setuptools, flit, pdm …) or a `setup.py` that computes
 its metadata is built the way pip would build it: `python -m build --sdist` in an isolated environment whose
-backend pip fetches from your index (your pip configuration applies). The build runs on a copy of the project
+backend pip fetches from your index (your pip configuration applies) — except where the backend is setuptools
+and mlsubmit's environment has a setuptools the project accepts: then without isolation, as the offline
+pre-flight installs (seconds saved per build, the same sdist). The build runs on a copy of the project
 holding exactly the files mlsubmit would package (ignore rules honoured, credentials left out), so the user's
 tree gets no `*.egg-info` and no secret reaches the backend. `SOURCE_DATE_EPOCH` is set (default 1980-01-01),
 which hatchling and flit honour; setuptools' sdists carry the build time in their members and gzip header, so
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from mlsubmit.errors import UsageError
 from mlsubmit.packaging.credentials import credential_reason
+from mlsubmit.packaging.requirements import builds_here
 from mlsubmit.packaging.ignore import walk
 from mlsubmit.packaging.setup_meta import ProjectMetadata
 
@@ -44,6 +47,7 @@ class FrontendSdist:
     metadata: ProjectMetadata
     members: tuple[str, ...]
     backend: str
+    isolated: bool  # built in an isolated environment (else with mlsubmit's setuptools)
     cached: bool
 
 
@@ -71,8 +75,9 @@ def tree_digest(files: list[tuple[str, Path]]) -> str:
     return digest.hexdigest()
 
 
-def backend_of(project_dir: Path) -> str:
-    """The build backend pyproject.toml names (setuptools' legacy backend without one)."""
+def build_system(project_dir: Path) -> dict:
+    """pyproject.toml's `[build-system]` table, with pip's defaults (setuptools' legacy backend) filled in."""
+    table: dict = {}
     pyproject = project_dir / "pyproject.toml"
     if pyproject.is_file():
         import tomllib
@@ -81,9 +86,8 @@ def backend_of(project_dir: Path) -> str:
             table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise UsageError(f"cannot read {pyproject}: {err}", hint="fix the TOML") from None
-        if table.get("build-backend"):
-            return str(table["build-backend"])
-    return "setuptools.build_meta:__legacy__"
+    return {"build-backend": table.get("build-backend") or "setuptools.build_meta:__legacy__",
+            "requires": table.get("requires", ["setuptools>=40.8.0"])}
 
 
 def cause(output: str) -> str:
@@ -99,6 +103,19 @@ def cause(output: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+def _egg_info_requires(text: str) -> tuple[str, ...]:
+    """Older setuptools leave Requires-Dist out of an sdist's PKG-INFO; its egg-info/requires.txt has them:
+    plain lines, then `[extra]` sections (left out) and `[:marker]` sections (the marker appended)."""
+    found, marker = [], ""
+    for line in (line.strip() for line in text.splitlines()):
+        if line.startswith("["):
+            section = line.strip("[]")
+            marker = section[1:] if section.startswith(":") else None
+        elif line and marker is not None:
+            found.append(f"{line}; {marker}" if marker else line)
+    return tuple(found)
+
+
 def read_pkg_info(sdist: Path) -> tuple[ProjectMetadata, tuple[str, ...]]:
     """The metadata in the sdist's top-level PKG-INFO, and its members (relative to the top directory)."""
     with tarfile.open(sdist, "r:gz") as tar:
@@ -106,9 +123,12 @@ def read_pkg_info(sdist: Path) -> tuple[ProjectMetadata, tuple[str, ...]]:
         top = names[0].split("/", 1)[0]
         handle = tar.extractfile(f"{top}/PKG-INFO")
         text = handle.read().decode("utf-8") if handle else ""
+        egg_info = [n for n in names if n.endswith(".egg-info/requires.txt") and n.count("/") <= 3]
+        handle = tar.extractfile(egg_info[0]) if egg_info else None
+        requires_txt = handle.read().decode("utf-8") if handle else ""
     message = email.parser.Parser().parsestr(text)
     requires = tuple(r for r in message.get_all("Requires-Dist") or () if "extra ==" not in r.replace("'", '"')
-                     and "extra==" not in r)
+                     and "extra==" not in r) or _egg_info_requires(requires_txt)
     meta = ProjectMetadata(name=message["Name"], version=message["Version"], requires=requires,
                            python_requires=message.get("Requires-Python"), summary=message.get("Summary"),
                            source=f"PKG-INFO of {sdist.name}")
@@ -146,13 +166,14 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
     """
     project_dir = project_dir.resolve()
     files, secrets = project_files(project_dir)
-    backend = backend_of(project_dir)
+    system = build_system(project_dir)
+    backend, isolated = system["build-backend"], not builds_here(system)
     key = tree_digest(files)
     cached_dir = _cache_dir() / key[:32]
     found = sorted(cached_dir.glob("*.tar.gz")) if cached_dir.is_dir() else []
     if found:
         meta, members = read_pkg_info(found[0])
-        return FrontendSdist(found[0], meta, members, backend, cached=True)
+        return FrontendSdist(found[0], meta, members, backend, isolated, cached=True)
     try:
         import build  # noqa: F401  (pypa/build: the frontend)
     except ImportError:
@@ -167,7 +188,8 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
         env.setdefault("SOURCE_DATE_EPOCH", DEFAULT_EPOCH)
         out = Path(tmp) / "dist"
-        cmd = [sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(source)]
+        cmd = [sys.executable, "-m", "build", "--sdist", *([] if isolated else ["--no-isolation"]), "--outdir",
+               str(out), str(source)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp,
                                   stdin=subprocess.DEVNULL)
@@ -175,7 +197,7 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
             raise UsageError(f"pypa/build did not build {project_dir} within {timeout:.0f} s") from None
         built = sorted(out.glob("*.tar.gz"))
         if done.returncode != 0 or not built:
-            raise UsageError(f"{project_dir} does not build with its backend {backend} (pypa/build, isolated): "
+            raise UsageError(f"{project_dir} does not build with its backend {backend} (pypa/build): "
                              f"{cause(done.stderr + chr(10) + done.stdout)}",
                              hint="fix the project so `python -m build --sdist` succeeds there")
         meta, members = read_pkg_info(built[0])
@@ -187,4 +209,4 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
         partial = cached_dir / f".{built[0].name}.{os.getpid()}.partial"
         partial.write_bytes(normalise(built[0], int(env["SOURCE_DATE_EPOCH"])))
         os.replace(partial, cached_dir / built[0].name)
-    return FrontendSdist(cached_dir / built[0].name, meta, members, backend, cached=False)
+    return FrontendSdist(cached_dir / built[0].name, meta, members, backend, isolated, cached=False)

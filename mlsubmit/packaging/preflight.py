@@ -118,7 +118,7 @@ def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathL
 
 
 def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLike, *,
-                    timeout: float = 300.0) -> tuple[Path, tuple[str, ...]]:
+                    timeout: float = 300.0, requirements: bool = True) -> tuple[Path, tuple[str, ...]]:
     """Install the sdist (or wheel) and its missing requirements into a venv at `venv_dir`, created if missing.
 
     Returns the venv's python and the requirements that had to be installed.
@@ -148,6 +148,8 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
         raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): "
                          f"{_tail(done.stderr or done.stdout)}",
                          hint="fix the package or setup.py; --skip-preflight skips this check") from None
+    if not requirements:
+        return python, ()
     installed = install_requirements(python, path, cwd=venv_dir, env=_index_env(venv_dir), timeout=timeout)
     return python, tuple(installed)
 
@@ -178,12 +180,12 @@ def _holding(package: str | None) -> str:
     return f" (it holds the package {package!r})" if package else ""
 
 
-def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
-                 package: str | None = None) -> tuple[str, str]:
-    """Check that `module` comes from `venv_dir` and starts: returns (check used, module file).
+def find_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
+                package: str | None = None) -> str:
+    """The file of `module` in the venv (not importing it).
 
     Raises:
-        UsageError: the module is missing, shadowed from outside the venv, or does not import.
+        UsageError: the module is not in the installed package, or something outside the venv shadows it.
     """
     origin = _origin(python, module, cwd, timeout)
     if not origin:
@@ -192,6 +194,17 @@ def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeou
     if not Path(origin).resolve().is_relative_to(venv_dir.resolve()):
         raise UsageError(f"{module} was imported from {origin}, not from the package installed in the fresh venv",
                          hint="a module of the same name shadows it in mlsubmit's environment")
+    return origin
+
+
+def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
+                 package: str | None = None) -> tuple[str, str]:
+    """Check that `module` comes from `venv_dir` and starts: returns (check used, module file).
+
+    Raises:
+        UsageError: the module is missing, shadowed from outside the venv, or does not import.
+    """
+    origin = find_module(python, venv_dir, module, cwd=cwd, timeout=timeout, package=package)
     helped = _runs(python, ["-m", module, "--help"], cwd, timeout)
     if helped is not None and helped.returncode == 0:
         return "--help", origin
@@ -218,10 +231,13 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mlsubmit-preflight-") as tmp:
         work = Path(tmp)
-        installed: tuple[str, ...] = ()
-        for package in (*extra_packages, sdist):
-            python, added = install_package(package, work / "venv")
-            installed += added
+        venv_dir, installed = work / "venv", ()
+        for extra in extra_packages:
+            installed += install_package(extra, venv_dir)[1]
+        python, _ = install_package(sdist, venv_dir, requirements=False)
+        # the module first: a --module-name that is not in the package fails before anything is fetched
+        find_module(python, venv_dir, module, cwd=work, timeout=timeout, package=sdist.package)
+        installed += tuple(install_requirements(python, sdist.path, cwd=venv_dir, env=_index_env(venv_dir)))
         check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout,
                                      package=sdist.package)
     return PreflightResult(module, check, origin, time.perf_counter() - started, installed)

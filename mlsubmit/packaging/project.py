@@ -59,7 +59,8 @@ def _frontend(project_dir: Path, why: str, requirements: tuple[str, ...]) -> Bui
                          "its requirements", hint="list them in the project's dependencies instead")
     built = build_sdist_with_frontend(project_dir)
     reused = ", cached" if built.cached else ""
-    return BuildChoice(built.metadata, f"pypa/build, isolated, backend {built.backend} ({why}{reused})", built)
+    where = "isolated" if built.isolated else "mlsubmit's setuptools"
+    return BuildChoice(built.metadata, f"pypa/build, {where}, backend {built.backend} ({why}{reused})", built)
 
 
 def choose_build(package_dir: Path, setup_py: str | os.PathLike | None = None,

@@ -61,8 +61,31 @@ def distribution_name(path: Path) -> str:
     return name
 
 
+def builds_here(build_system: dict) -> bool:
+    """Whether mlsubmit's own environment can build with this `[build-system]` table: a setuptools backend
+    whose declared requirements (setuptools, wheel) are installed here in versions they accept."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    backend = str(build_system.get("build-backend", "setuptools.build_meta"))
+    if not backend.startswith("setuptools."):
+        return False
+    for text in build_system.get("requires", ["setuptools"]):
+        requirement = Requirement(text)
+        if requirement.name.lower() not in _SETUPTOOLS_ONLY:
+            return False
+        try:
+            version = importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        if not requirement.specifier.contains(version, prereleases=True):
+            return False
+    return True
+
+
 def needs_build_isolation(path: Path) -> bool:
-    """Whether installing `path` needs a backend mlsubmit's environment may lack (anything but setuptools)."""
+    """Whether installing `path` needs a backend mlsubmit's environment lacks (see `builds_here`)."""
     if not path.name.endswith((".tar.gz", ".tgz")):
         return False
     text = _sdist_file(path, "pyproject.toml")
@@ -70,12 +93,7 @@ def needs_build_isolation(path: Path) -> bool:
         return False
     import tomllib
 
-    from packaging.requirements import Requirement
-
-    system = tomllib.loads(text).get("build-system", {})
-    backend = system.get("build-backend", "setuptools.build_meta")
-    requires = [Requirement(r).name.lower() for r in system.get("requires", ["setuptools"])]
-    return not backend.startswith("setuptools.") or any(name not in _SETUPTOOLS_ONLY for name in requires)
+    return not builds_here(tomllib.loads(text).get("build-system", {}))
 
 
 def pip_error(output: str) -> str:
