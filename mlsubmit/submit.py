@@ -112,6 +112,7 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
         settings.require("staging_bucket")
     job_name = spec.job_name or generate_job_name(Path(package_path).resolve().name)
     planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging, requirements=requirements)
+    packaging.planned_module(planned.plan, spec.python_module)  # a module the package lacks: stop here
     extra_uris = tuple(packaging.extra_uri(extra, staging) for extra in extras)
     spec = spec.replace(job_name=job_name, job_dir=spec.job_dir or f"{staging}/jobs/{job_name}",
                         package_uris=tuple(dict.fromkeys((planned.uri, *extra_uris, *spec.package_uris))))
@@ -146,9 +147,15 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
         if found.size != planned.size:
             raise OperationFailed(f"{planned.uri} holds {found.size:,} bytes, not the {planned.size:,} of the package "
                                   "whose sha256 names it", hint="delete the stale object and submit again")
+        module = submission.spec.python_module
+        if check and not packaging.planned_module(planned.plan, module):  # from elsewhere: only a venv can tell
+            say(f"checking {module} starts in a fresh venv with {planned.plan.filename} and its requirements")
+            with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
+                packaging.package_plan(planned.plan, dist_dir=dist, module=module, extras=submission.extras)
         return packaging.StagedPackage(planned.uri, planned.sha256, uploaded=False, bytes_sent=0)
     if check:
-        say(f"checking {planned.plan.filename} installs offline in a fresh venv (once per content hash)")
+        say(f"checking {planned.plan.filename} installs in a fresh venv with its requirements and "
+            f"{submission.spec.python_module} starts there (once per content hash)")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
         result = packaging.package_plan(planned.plan, dist_dir=dist, check=check, stage_to=submission.staging,
                                         retry=retry, show_progress=show_progress, module=submission.spec.python_module,

@@ -209,9 +209,17 @@ def test_a_module_that_is_not_in_the_package_is_refused_before_anything_is_sent(
                      "nothere.task", "--", "--num-steps", "1")
     assert done.code == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "error: module 'nothere.task' is not in the installed package (it holds the package 'linear_model'); "
+        "error: module 'nothere.task' is not in the package (it holds the package 'linear_model'); "
         "pass --module-name with one of its modules, e.g. linear_model.task")
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
+    # under the package's own name the sdist's file list decides, offline, even for a package already staged
+    args = ("train", "--package-path", str(package_dir("not_named_trainer")), "--async", "--skip-preflight",
+            "--job-dir", f"gs://{cloud.bucket}/jobs/typo", "--module-name")
+    assert cloud.run(*args, "linear_model.task").code == 0
+    staged = cloud.objects()
+    typo = cloud.run(*args, "linear_model.tsak")
+    assert typo.code == 2 and "error: module 'linear_model.tsak' is not in the package" in typo.stderr
+    assert cloud.objects() == staged and len(cloud.vertex_jobs()) == 1
 
 
 # -- the real gcloud CLI against the emulator --------------------------------------------------------------------

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit.packaging.preflight import PreflightResult, preflight
+from mlsubmit.packaging.preflight import PreflightResult, module_missing, preflight
 from mlsubmit.packaging.sdist import Sdist, SdistPlan, archive_digest, copy_sdist, plan_sdist, write_sdist
 from mlsubmit.packaging.extras import ExtraPackage
 from mlsubmit.packaging.stage import StagedPackage, check_destination, content_uri, stage, stage_extra
@@ -69,6 +69,23 @@ def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, 
         staged_extras = tuple(stage_extra(extra, stage_to, retry=retry, show_progress=show_progress)
                               for extra in extras)
     return PackageResult(sdist, checked, staged, plan.build, staged_extras)
+
+
+def planned_module(plan: SdistPlan, module: str) -> bool:
+    """Whether `module` is known to be in the planned package (True), or lies outside it, in another package or
+    a requirement, so only the venv pre-flight can tell (False). Offline, instant.
+
+    Raises:
+        UsageError: the module is under the package's name but the package has no such file.
+    """
+    if module.split(".")[0] != plan.package:
+        return False
+    base = module.replace(".", "/")
+    paths = {f.path for f in plan.files} if plan.prebuilt is None else \
+        {member.removeprefix("src/") for member in plan.prebuilt_members}
+    if f"{base}.py" in paths or f"{base}/__init__.py" in paths:
+        return True
+    raise module_missing(module, plan.package)
 
 
 @dataclass(frozen=True)

@@ -176,8 +176,11 @@ def default_module(sdist: Sdist) -> str:
     return f"{sdist.package}.task" if f"{sdist.package}/task.py" in sdist.files else sdist.package
 
 
-def _holding(package: str | None) -> str:
-    return f" (it holds the package {package!r})" if package else ""
+def module_missing(module: str, package: str | None) -> UsageError:
+    """The one message for a module the job would run that the package does not have."""
+    holding = f" (it holds the package {package!r})" if package else ""
+    return UsageError(f"module {module!r} is not in the package{holding}",
+                      hint=f"pass --module-name with one of its modules, e.g. {package or '<package>'}.task")
 
 
 def find_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
@@ -189,8 +192,7 @@ def find_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout
     """
     origin = _origin(python, module, cwd, timeout)
     if not origin:
-        raise UsageError(f"module {module!r} is not in the installed package{_holding(package)}",
-                         hint=f"pass --module-name with one of its modules, e.g. {package or '<package>'}.task")
+        raise module_missing(module, package)
     if not Path(origin).resolve().is_relative_to(venv_dir.resolve()):
         raise UsageError(f"{module} was imported from {origin}, not from the package installed in the fresh venv",
                          hint="a module of the same name shadows it in mlsubmit's environment")
