@@ -28,20 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tests" / "fixtures" / "trainers" / "requirements_only" / "trainer"
 FIRST_LINE = "trainer: training"  # the trainer's first print
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_startup import seconds_to_first_step  # noqa: E402  (the same stopwatch as the bundled trainer's)
+
 
 def seconds_to_first_line(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float]:
     """(seconds to the trainer's first line, seconds to the end) of one fresh process tree."""
-    started = time.perf_counter()
-    process = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first, tail = None, []
-    for line in process.stdout:
-        tail = (tail + [line])[-30:]
-        if first is None and FIRST_LINE in line:
-            first = time.perf_counter() - started
-    process.wait()
-    if process.returncode != 0 or first is None:
-        raise SystemExit(f"{' '.join(cmd[:6])}… failed (exit {process.returncode}):\n{''.join(tail)}")
-    return first, time.perf_counter() - started
+    return seconds_to_first_step(cmd, cwd, env, first_line=lambda line: FIRST_LINE in line)
 
 
 def main() -> None:
