@@ -71,6 +71,13 @@ def test_each_layout_builds_by_the_path_its_files_call_for(layout):
     assert plan.metadata.requires == LAYOUTS[layout][2]
 
 
+def test_requirements_cannot_be_added_to_a_package_its_own_backend_builds():
+    with pytest.raises(UsageError, match="--requirements cannot be added to .*pyproject.toml project"):
+        plan_sdist(package_dir("pyproject_hatchling"), requirements=("six",))
+    assert plan_sdist(package_dir("requirements_only"), requirements=("six",)).metadata.requires == \
+        ("tabulate>=0.8", "six")
+
+
 def test_frontend_sdists_are_normalised_to_reproducible_bytes(tmp_path):
     """setuptools stamps the build time into its sdists: two builds a second apart differ, normalised they do not."""
     archives = []
@@ -204,7 +211,7 @@ def test_a_strict_vertex_trainer_runs_unmodified(tmp_path):
     assert "step 3/3 loss" in done.stdout and (out / "weights.json").is_file()
 
 
-def test_a_module_that_is_not_in_the_package_is_refused_before_anything_is_sent(cloud):
+def test_a_module_that_is_not_in_the_package_is_refused_before_anything_is_sent(cloud, tmp_path):
     done = cloud.run("train", "--package-path", str(package_dir("not_named_trainer")), "--module-name",
                      "nothere.task", "--", "--num-steps", "1")
     assert done.code == 2
@@ -213,13 +220,27 @@ def test_a_module_that_is_not_in_the_package_is_refused_before_anything_is_sent(
         "pass --module-name with one of its modules, e.g. linear_model.task")
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
     # under the package's own name the sdist's file list decides, offline, even for a package already staged
-    args = ("train", "--package-path", str(package_dir("not_named_trainer")), "--async", "--skip-preflight",
-            "--job-dir", f"gs://{cloud.bucket}/jobs/typo", "--module-name")
-    assert cloud.run(*args, "linear_model.task").code == 0
-    staged = cloud.objects()
-    typo = cloud.run(*args, "linear_model.tsak")
+    staged = cloud.run("package", "--package-path", str(package_dir("not_named_trainer")), "--skip-preflight",
+                       "--dist-dir", str(tmp_path), "--stage", f"gs://{cloud.bucket}")
+    assert staged.code == 0 and len(cloud.objects()) == 1, staged.stderr
+    typo = cloud.run("train", "--package-path", str(package_dir("not_named_trainer")), "--module-name",
+                     "linear_model.tsak")
     assert typo.code == 2 and "error: module 'linear_model.tsak' is not in the package" in typo.stderr
-    assert cloud.objects() == staged and len(cloud.vertex_jobs()) == 1
+    assert len(cloud.objects()) == 1 and cloud.vertex_jobs() == []
+
+
+def test_extra_packages_are_staged_beside_the_package_and_listed_after_it(cloud, tmp_path):
+    wheel_like = tmp_path / "helpers-1.0.tar.gz"
+    wheel_like.write_bytes(b"not inspected by a dry run")
+    done = cloud.run("train", "--dry-run", "--package-path", str(package_dir("not_named_trainer")), "--module-name",
+                     "linear_model.task", "--packages", f"{wheel_like},gs://{cloud.bucket}/deps/dep-2.0.whl",
+                     "--requirements", "six")
+    assert done.code == 0, done.stderr
+    body = json.loads(done.stdout[done.stdout.index("{"):done.stdout.index("\npackage ")])
+    uris = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    assert uris[0].endswith("/linear_model-2.0.0.tar.gz") and uris[2] == f"gs://{cloud.bucket}/deps/dep-2.0.whl"
+    assert uris[1].startswith(f"gs://{cloud.bucket}/packages/") and uris[1].endswith("/helpers-1.0.tar.gz")
+    assert cloud.objects() == []  # a dry run sends nothing
 
 
 # -- the real gcloud CLI against the emulator --------------------------------------------------------------------
