@@ -202,13 +202,18 @@ def test_each_layout_runs_through_package_local_and_the_emulator(layout, cloud, 
 
 @pytest.mark.xfail(strict=True, reason="mlsubmit appends --job-dir to every trainer's argv until helper 'runtime's "
                    "change (nothing injected) is merged; remove this marker then")
-def test_a_strict_vertex_trainer_runs_unmodified(tmp_path):
+def test_a_strict_vertex_trainer_runs_unmodified(cloud, tmp_path):
     """Strict argparse with --output_dir and AIP_MODEL_DIR only: what Vertex AI passes is what it gets."""
     out = tmp_path / "model"
     done = mlsubmit("train", "--local", "--package-path", str(TRAINERS / "vertex_strict" / "trainer"), "--",
                     "--output_dir", str(out), "--steps", "3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "step 3/3 loss" in done.stdout and (out / "weights.json").is_file()
+    # through the emulator with no trainer arguments at all: the model goes to AIP_MODEL_DIR (<job dir>/model/)
+    remote = cloud.run("train", "--package-path", str(TRAINERS / "vertex_strict" / "trainer"), "--job-name",
+                       "strict_job", "--skip-preflight")
+    assert remote.code == 0, remote.stdout + remote.stderr
+    assert json.loads(cloud.object(f"gs://{cloud.bucket}/jobs/strict_job/model/weights.json"))["loss"] < 2.0
 
 
 def test_a_module_that_is_not_in_the_package_is_refused_before_anything_is_sent(cloud, tmp_path):

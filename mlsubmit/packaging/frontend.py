@@ -10,7 +10,8 @@ tree gets no `*.egg-info` and no secret reaches the backend. `SOURCE_DATE_EPOCH`
 which hatchling and flit honour; setuptools' sdists carry the build time in their members and gzip header, so
 the archive is then normalised like the in-process build's (sorted members, SOURCE_DATE_EPOCH mtimes, owner 0,
 gzip mtime 0; contents untouched): the same sources give the same bytes whatever the backend. The result is
-cached under `$MLSUBMIT_HOME/sdists/<sha256 of the project's files>/`, so an unchanged project is built once.
+cached under `$MLSUBMIT_HOME/sdists/<sha256 of the project's files and SOURCE_DATE_EPOCH>/`, so an unchanged
+project is built once.
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
     files, secrets = project_files(project_dir)
     system = build_system(project_dir)
     backend, isolated = system["build-backend"], not builds_here(system)
-    key = tree_digest(files)
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", DEFAULT_EPOCH)
+    key = hashlib.sha256(f"{tree_digest(files)}\0{epoch}\0{isolated}".encode()).hexdigest()
     cached_dir = _cache_dir() / key[:32]
     found = sorted(cached_dir.glob("*.tar.gz")) if cached_dir.is_dir() else []
     if found:
@@ -186,7 +188,7 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-        env.setdefault("SOURCE_DATE_EPOCH", DEFAULT_EPOCH)
+        env["SOURCE_DATE_EPOCH"] = epoch
         out = Path(tmp) / "dist"
         cmd = [sys.executable, "-m", "build", "--sdist", *([] if isolated else ["--no-isolation"]), "--outdir",
                str(out), str(source)]
