@@ -71,6 +71,15 @@ def test_each_layout_builds_by_the_path_its_files_call_for(layout):
     assert plan.metadata.requires == LAYOUTS[layout][2]
 
 
+def test_a_setup_py_shim_beside_a_pyproject_project_goes_to_its_backend(tmp_path):
+    shutil.copytree(TRAINERS / "pyproject_setuptools", tmp_path / "shim", symlinks=False)
+    (tmp_path / "shim" / "setup.py").write_text("from setuptools import setup\n\nsetup()\n")
+    plan = plan_sdist(tmp_path / "shim" / "trainer")
+    assert plan.build.startswith("pypa/build, mlsubmit's setuptools, backend setuptools.build_meta (pyproject.toml "
+                                 "project with a setup.py shim")
+    assert (plan.metadata.name, plan.metadata.requires) == ("setuptools-trainer", ("tabulate",))
+
+
 def test_requirements_cannot_be_added_to_a_package_its_own_backend_builds():
     with pytest.raises(UsageError, match="--requirements cannot be added to .*pyproject.toml project"):
         plan_sdist(package_dir("pyproject_hatchling"), requirements=("six",))

@@ -43,7 +43,8 @@ def _render_dry_run(result, output: str) -> None:
     typer.echo(f"build     {plan.build}")
     if result.uri:
         typer.echo(f"would stage to {result.uri}")
-    typer.echo("nothing written (--dry-run)")
+    typer.echo("nothing written (--dry-run)" if plan.prebuilt is None else
+               "nothing written beside the package (--dry-run; its backend built it into mlsubmit's cache)")
 
 
 def _render(result, output: str) -> None:

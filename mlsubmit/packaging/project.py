@@ -78,6 +78,10 @@ def choose_build(package_dir: Path, setup_py: str | os.PathLike | None = None,
         except ComputedMetadata as err:
             return _frontend(chosen.resolve().parent, f"{chosen.name} computes its metadata: {err.message}",
                              requirements)
+        except UsageError:
+            if setup_py is None and _declares_build(project_dir):  # a `setup()` shim; pyproject.toml holds it all
+                return _frontend(project_dir, "pyproject.toml project with a setup.py shim", requirements)
+            raise
         return BuildChoice(_with(meta, requirements), f"{IN_PROCESS} (metadata read from {chosen.name} without "
                                                       "running it)")
     if _declares_build(project_dir):
