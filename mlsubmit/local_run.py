@@ -59,7 +59,8 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
         sdist = packaging.write_sdist(plan, dist)
         python, reused = cached_venv([*local_extras, sdist.path], check=lambda python, venv: check_module(
             python, venv, module, cwd=venv, package=sdist.package))
-    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…) "
+    beside = f" after {', '.join(path.name for path in local_extras)}" if local_extras else ""
+    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…){beside} "
         f"{'already installed in' if reused else 'installed with its requirements into'} {python.parent.parent}")
     return python
 
