@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER_ARGS = ["--data", "synthetic:28x28x1:10:1024", "--model", "dense", "--epochs", "1", "--steps-per-epoch", "1",
@@ -28,15 +29,17 @@ TRAINER_ARGS = ["--data", "synthetic:28x28x1:10:1024", "--model", "dense", "--ep
 FIRST_STEP = re.compile(r"^(\[chief-0\]\s+)?1/1 - ")
 
 
-def seconds_to_first_step(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float]:
-    """(seconds to the first step, seconds to the end) of one fresh process tree."""
+def seconds_to_first_step(cmd: list[str], cwd: Path, env: dict,
+                          first_line: Callable[[str], object] = FIRST_STEP.match) -> tuple[float, float]:
+    """(seconds to the first line `first_line` accepts — the first step —, seconds to the end) of one fresh
+    process tree."""
     started = time.perf_counter()
     process = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = None
     tail = []
     for line in process.stdout:
         tail = (tail + [line])[-30:]
-        if first is None and FIRST_STEP.match(line):
+        if first is None and first_line(line):
             first = time.perf_counter() - started
     process.wait()
     if process.returncode != 0 or first is None:

@@ -37,24 +37,31 @@ class LocalRun:
     python: Path  # the isolated venv's interpreter the replicas ran
 
 
-def isolated_python(package_path: str, setup_py: str | None, module: str,
-                    say: Callable[[str], None]) -> tuple[Path, str]:
-    """The sdist of `package_path` (and mlsubmit-runtime's, when the package uses it) installed into its own venv
-    (reused while the sdists are unchanged); returns the venv's python and the package's distribution name."""
+def isolated_python(package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
+                    requirements: tuple[str, ...] = (), extras: tuple = ()) -> tuple[Path, str]:
+    """The sdist of `package_path` (after the job's `extras`, and mlsubmit-runtime's when the package uses it)
+    installed with its missing requirements into its own venv (reused while the packages are unchanged); returns
+    the venv's python and the package's distribution name."""
     from mlsubmit import packaging
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.runtime_dist import build_runtime, needs_runtime
     from mlsubmit.venvs import cached_venv
 
-    plan = packaging.plan_sdist(package_path, setup_py)
+    local_extras = [extra.path for extra in extras if extra.path is not None]
+    if len(local_extras) != len(extras):
+        raise invalid_value("--extra-packages", ", ".join(e.given for e in extras if e.path is None),
+                            "local archives or package directories for --local", hint="download it first")
+    plan = packaging.plan_sdist(package_path, setup_py, requirements)
+    say(f"package {plan.filename}: {plan.build}")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
         sdist = packaging.write_sdist(plan, dist)
         runtime = [build_runtime(dist)] if needs_runtime(plan) else []
-        python, reused = cached_venv([*(r.path for r in runtime), sdist.path],
-                                     check=lambda python, venv: check_module(python, venv, module, cwd=venv))
+        python, reused = cached_venv([*(r.path for r in runtime), *local_extras, sdist.path],
+                                     check=lambda python, venv: check_module(python, venv, module, cwd=venv,
+                                                                             package=sdist.package))
     beside = f" with {runtime[0].filename}" if runtime else ""
     say(f"trainer {sdist.filename}{beside} (sha256 {sdist.sha256[:12]}…) "
-        f"{'already installed in' if reused else 'installed offline into'} {python.parent.parent}")
+        f"{'already installed in' if reused else 'installed with its requirements into'} {python.parent.parent}")
     return python, plan.metadata.name
 
 
@@ -74,7 +81,8 @@ def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, s
 
 
 def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "trainer", setup_py: str | None = None,
-              start_port: int | None = None, say: Callable[[str], None], color: bool = False) -> LocalRun:
+              start_port: int | None = None, say: Callable[[str], None], color: bool = False,
+              requirements: tuple[str, ...] = (), extras: tuple = ()) -> LocalRun:
     """Run `spec` here to the end. Raises UsageError (nothing started) for input this machine cannot run."""
     from mlsubmit.job_names import generate_job_name
 
@@ -86,7 +94,7 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
 
         reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)
-    python, name = isolated_python(package_path, setup_py, spec.python_module, say)
+    python, name = isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
     job_id = spec.job_name or generate_job_name(name)
     # Vertex AI: the base output directory (AIP_*) defaults below jobs/ as a staging bucket's would;
     # legacy AI Platform has a job dir only when one was given.

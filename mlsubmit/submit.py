@@ -48,6 +48,7 @@ class Submission:
     package: Any  # mlsubmit.packaging.DryRun: plan, sha256, size, uri
     notes: tuple[str, ...]
     runtime: Any = None  # the DryRun of mlsubmit-runtime, staged beside a package that uses it; else None
+    extras: tuple[Any, ...] = ()  # mlsubmit.packaging.ExtraPackage: the job's other packages
 
     @property
     def method(self) -> str:
@@ -83,7 +84,8 @@ def request_id_of(body: dict[str, Any], *, api: str, parent: str, package_sha256
 
 
 def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | Path = "trainer",
-            setup_py: str | Path | None = None, request_key: str | None = None) -> Submission:
+            setup_py: str | Path | None = None, requirements: tuple[str, ...] = (),
+            extras: tuple[Any, ...] = (), request_key: str | None = None) -> Submission:
     """Decide the whole submission without network or credentials. Raises UsageError for anything wrong.
     `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
     from mlsubmit import discovery, packaging
@@ -95,14 +97,16 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     if not staging:
         settings.require("staging_bucket")
     check_request_key(request_key)
-    planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging)
+    planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging, requirements=requirements)
+    packaging.planned_module(planned.plan, spec.python_module)  # a module the package lacks: stop here
     runtime = planned_runtime(planned.plan, staging)
     job_name = spec.job_name or generate_job_name(planned.plan.metadata.name)
     generated = None if spec.job_name else job_name
     # Vertex AI: baseOutputDirectory (hence AIP_*) from --job-dir or the staging bucket, never an argument.
     # Legacy AI Platform: a jobDir (passed as --job-dir) only when the user gave one, as gcloud did.
     job_dir = spec.job_dir or (f"{staging}/jobs/{job_name}" if api != "legacy" else None)
-    uris = (*((runtime.uri,) if runtime else ()), planned.uri, *spec.package_uris)
+    extra_uris = tuple(packaging.extra_uri(extra, staging) for extra in extras)
+    uris = (*((runtime.uri,) if runtime else ()), planned.uri, *extra_uris, *spec.package_uris)
     spec = spec.replace(job_name=job_name, job_dir=job_dir, package_uris=tuple(dict.fromkeys(uris)))
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
@@ -117,7 +121,8 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     violations = discovery.validate(*schema, body)
     if violations:
         raise UsageError(f"invalid request body: {violations[0].field}: {violations[0].description}")
-    return Submission(spec, api, settings, staging, parent, body, request_id, planned, tuple(notes), runtime)
+    return Submission(spec, api, settings, staging, parent, body, request_id, planned, tuple(notes), runtime,
+                      tuple(extras))
 
 
 def stage(submission: Submission, *, check: bool = True, retry: Any = None, show_progress: bool = False,
@@ -131,6 +136,10 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
                              say=say)
         sent = f"uploaded, {runtime.bytes_sent:,} bytes" if runtime.uploaded else "already staged, 0 bytes sent"
         say(f"runtime {runtime.uri} ({sent})")
+    from mlsubmit import packaging
+
+    for extra in submission.extras:  # content-addressed too: an unchanged one is not sent again
+        packaging.stage_extra(extra, submission.staging, retry=retry, show_progress=show_progress)
     return _stage_one(submission, submission.package, check=check, retry=retry, show_progress=show_progress,
                       say=say)
 
@@ -144,12 +153,19 @@ def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any,
         if found.size != planned.size:
             raise OperationFailed(f"{planned.uri} holds {found.size:,} bytes, not the {planned.size:,} of the package "
                                   "whose sha256 names it", hint="delete the stale object and submit again")
+        module = submission.spec.python_module
+        if check and not packaging.planned_module(planned.plan, module):  # from elsewhere: only a venv can tell
+            say(f"checking {module} starts in a fresh venv with {planned.plan.filename} and its requirements")
+            with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
+                packaging.package_plan(planned.plan, dist_dir=dist, module=module, extras=submission.extras)
         return packaging.StagedPackage(planned.uri, planned.sha256, uploaded=False, bytes_sent=0)
     if check:
-        say(f"checking {planned.plan.filename} installs offline in a fresh venv (once per content hash)")
+        say(f"checking {planned.plan.filename} installs in a fresh venv with its requirements and "
+            f"{submission.spec.python_module} starts there (once per content hash)")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
         result = packaging.package_plan(planned.plan, dist_dir=dist, check=check, stage_to=submission.staging,
-                                        retry=retry, show_progress=show_progress)
+                                        retry=retry, show_progress=show_progress, module=submission.spec.python_module,
+                                        extras=submission.extras if check else ())
     staged = result.staged
     if staged.uri != planned.uri:
         raise OperationFailed(f"the package changed while it was being submitted (sha256 {staged.sha256[:12]}…, "

@@ -33,7 +33,7 @@ def test_install_into_venv_gives_the_package_as_built(tmp_path):
     # the same venv answers module checks (what the local runner reuses)
     assert check_module(python, venv_dir, "tinypkg.task", cwd=tmp_path)[0] == "--help"
     assert check_module(python, venv_dir, "tinypkg.strict", cwd=tmp_path)[0] == "import"  # --help fails: import
-    with pytest.raises(UsageError, match="'tinypkg.nothere' is not in the installed package"):
+    with pytest.raises(UsageError, match="'tinypkg.nothere' is not in the package"):
         check_module(python, venv_dir, "tinypkg.nothere", cwd=tmp_path)
     # mlsubmit is importable from its working tree (editable install): that must not count as installed
     with pytest.raises(UsageError, match="not from the package installed in the fresh venv"):

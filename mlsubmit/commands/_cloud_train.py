@@ -75,7 +75,8 @@ def _yaml_region(config: str | None) -> str | None:
     return load_yaml(config)[0].region
 
 
-def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api: str, package_path: str) -> None:
+def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api: str, package_path: str,
+                package_flags: dict[str, Any] | None = None) -> None:
     """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED."""
     from mlsubmit import submit as submitting
     from mlsubmit.commands._cloud_options import backend_of, settings_of
@@ -92,7 +93,13 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     from mlsubmit.requests import require_python_package
     require_python_package(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
+    from mlsubmit.packaging import resolve_extras
+    from mlsubmit.packaging.requirements_txt import split_requirements
+
+    package_flags = package_flags or {}
     submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path,
+                                    requirements=split_requirements(package_flags.get("requirements")),
+                                    extras=resolve_extras(package_flags.get("extra_packages")),
                                     request_key=cloud_flags.get("request_id"))
     for note in [*notes, *submission.notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
@@ -137,6 +144,7 @@ def _render_dry_run(submission: Any) -> None:
     total = sum(size for _, size, _ in files)
     typer.echo(f"\npackage {planned.plan.filename}: {len(files)} files, {total:,} bytes ({planned.size:,} bytes "
                f"compressed), sha256 {planned.sha256}")
+    typer.echo(f"  built by {planned.plan.build}")
     typer.echo(f"  stages to {planned.uri} (skipped if it is there already)")
     for path, size, made in files:
         typer.echo(f"  {size:>9,}  {path}{'  (generated)' if made else ''}")

@@ -22,14 +22,15 @@ from typer.core import TyperCommand
 
 from mlsubmit import machines
 from mlsubmit._typer_fast import PlainCoercion
-from mlsubmit.errors import invalid_value
+from mlsubmit.errors import UsageError, invalid_value
 
 _PANEL = "Job spec (flags override --config YAML)"
 _TRAINER_ARGS = "mlsubmit.trainer_args"  # ctx.meta key: the arguments after --
-_REPEATABLE = ("label", "env")
+_REPEATABLE = ("label", "labels", "env")
 
 
 def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: bool = False) -> Any:
+    """An option of the spec panel; a second name is gcloud's spelling of the same thing."""
     kind = List[str] if multiple else Optional[str]
     return Annotated[kind, typer.Option(*names, help=help, metavar=metavar, rich_help_panel=_PANEL,
                                         show_default=False)]
@@ -38,21 +39,21 @@ def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: boo
 SPEC_OPTIONS: dict[str, Any] = {
     "config": _option("--config", metavar="FILE", help="A legacy `trainingInput:` YAML or a Vertex AI "
                       "CustomJobSpec YAML to start from; every flag given here overrides its value."),
-    "tier": _option("--tier", metavar="|".join(machines.TIERS), help="Scale tier (see the table below). Without "
-                    "--tier, any machine or count option means CUSTOM."),
+    "tier": _option("--tier", "--scale-tier", metavar="|".join(machines.TIERS), help="Scale tier (see the table "
+                    "below; any case, - or _: basic-gpu). Without it, any machine or count option means CUSTOM."),
     "gpus": _option("--gpus", metavar="N", help=f"GPUs on the chief (CUSTOM). Without --machine-type picks "
                     f"{', '.join(f'{n}: {m}' for n, m in machines.DEFAULT_GPU_MACHINE.items())}."),
     "gpu_type": _option("--gpu-type", metavar="TYPE", help=f"Accelerator type (default: {machines.DEFAULT_GPU_TYPE})"
                         f"; one of {', '.join(machines.ACCELERATORS)}."),
-    "machine_type": _option("--machine-type", metavar="TYPE", help="The chief's machine: n1-*, a2-*, a3-*, g2-* "
+    "machine_type": _option("--machine-type", "--master-machine-type", metavar="TYPE", help="The chief's machine: n1-*, a2-*, a3-*, g2-* "
                             "or a legacy type (standard, complex_model_m_gpu, …); see the table below."),
-    "workers": _option("--workers", metavar="N", help="Worker replicas (CUSTOM); same machine as the chief "
+    "workers": _option("--workers", "--worker-count", metavar="N", help="Worker replicas (CUSTOM); same machine as the chief "
                        "unless --worker-machine-type."),
-    "ps": _option("--ps", metavar="N", help="Parameter servers (CUSTOM)."),
-    "evaluators": _option("--evaluators", metavar="N", help="Evaluator replicas (CUSTOM); chief's machine."),
+    "ps": _option("--ps", "--parameter-server-count", metavar="N", help="Parameter servers (CUSTOM)."),
+    "evaluators": _option("--evaluators", "--evaluator-count", metavar="N", help="Evaluator replicas (CUSTOM); chief's machine."),
     "worker_machine_type": _option("--worker-machine-type", metavar="TYPE", help="Workers' machine "
                                    "(cloud-tpu for the one TPU worker)."),
-    "ps_machine_type": _option("--ps-machine-type", metavar="TYPE",
+    "ps_machine_type": _option("--ps-machine-type", "--parameter-server-machine-type", metavar="TYPE",
                                help=f"Parameter servers' machine (default: {machines.DEFAULT_CPU_MACHINE})."),
     "region": _option("--region", metavar="REGION", help=f"(default: {machines.DEFAULT_REGION}) One of "
                       f"{', '.join(machines.REGIONS)}."),
@@ -61,16 +62,18 @@ SPEC_OPTIONS: dict[str, Any] = {
                                "tf-cpu/tf-gpu 2.17, tf-tpu 2.15)."),
     "python_version": _option("--python-version", metavar="X.Y", help="Python of the runtime (legacy "
                               "pythonVersion; on Vertex AI it picks the image, e.g. 2.11 has 3.7 and 3.10)."),
-    "executor_image": _option("--executor-image", metavar="URI", help="Vertex AI executor image (instead of "
+    "executor_image": _option("--executor-image", "--executor-image-uri", metavar="URI", help="Vertex AI executor image (instead of "
                               "--runtime-version)."),
-    "python_module": _option("--python-module", metavar="MODULE", help="Module to run (default: trainer.task)."),
+    "python_module": _option("--python-module", "--module-name", metavar="MODULE", help="Module the job runs, "
+                             "and the pre-flight checks (default: trainer.task)."),
     "max_runtime": _option("--max-runtime", metavar="DURATION", help="Cancel the job after this long: 7200s, "
                            "90m, 2h, 1h30m (default: the service's, 7 days)."),
     "job_dir": _option("--job-dir", metavar="PATH", help="Output directory (gs:// for cloud jobs): Vertex AI's "
                        "base output directory (AIP_MODEL_DIR, …); legacy AI Platform also passes it as --job-dir."),
-    "job_name": _option("--job-name", metavar="NAME", help="Job id (legacy: letters, digits, _) / display name "
+    "job_name": _option("--job-name", "--display-name", metavar="NAME", help="Job id (legacy: letters, digits, _) / display name "
                         "(Vertex AI, at most 128 characters)."),
     "label": _option("--label", metavar="KEY=VALUE", multiple=True, help="Job label; repeatable."),
+    "labels": _option("--labels", metavar="KEY=VALUE,…", multiple=True, help="Job labels, as gcloud takes them."),
     "env": _option("--env", metavar="KEY=VALUE", multiple=True, help="Environment variable of every replica "
                    "(Vertex AI pythonPackageSpec.env; --local too); repeatable. Legacy AI Platform has none."),
 }
@@ -109,10 +112,16 @@ class SpecCommand(PlainCoercion, TyperCommand):
     everything after `--` kept verbatim as trainer arguments (a stray positional before it is an error)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from mlsubmit.gcloud_flags import unsupported
+
         if "--" in args:
             cut = args.index("--")
             ctx.meta[_TRAINER_ARGS] = args[cut + 1:]
             args = args[:cut]
+        refused = unsupported(args)
+        if refused:
+            flag, why, instead = refused
+            raise UsageError(f"gcloud's {flag} is not supported by mlsubmit: {why}", hint=instead)
         return super().parse_args(ctx, args)
 
 
@@ -129,7 +138,9 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
     """
     from mlsubmit.spec_input import FLAG_NAMES, RoleDraft, SpecDraft, build_spec, load_yaml, merge
 
-    labels, env = _pairs("--label", flags.get("label")), _pairs("--env", flags.get("env"))
+    labels = _pairs([("--label", item) for item in flags.get("label") or ()]
+                    + [("--labels", item) for value in flags.get("labels") or () for item in value.split(",") if item])
+    env = _pairs([("--env", item) for item in flags.get("env") or ()])
     given = SpecDraft(
         tier=flags.get("tier"),
         chief=RoleDraft(machine_type=flags.get("machine_type"), accelerator_type=flags.get("gpu_type"),
@@ -150,12 +161,13 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
     return build_spec(given, target=target), notes
 
 
-def _pairs(flag: str, items: Optional[List[str]]) -> Optional[tuple]:
-    """`KEY=VALUE` items as ((KEY, VALUE), …) in order, the last value of a repeated KEY winning; None if none."""
+def _pairs(items: List[tuple[str, str]]) -> Optional[tuple]:
+    """(flag, `KEY=VALUE`) items as ((KEY, VALUE), …) in order, the last value of a repeated KEY winning; None if
+    none."""
     if not items:
         return None
     pairs: dict[str, str] = {}
-    for item in items:
+    for flag, item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise invalid_value(flag, item, "KEY=VALUE", hint=f"write {flag} {key or 'KEY'}=VALUE")

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mlsubmit.commands._package_options import EXTRA_PACKAGES, REQUIREMENTS
 from mlsubmit.errors import did_you_mean, invalid_value
 
 _OUTPUTS = ("text", "json")
@@ -25,6 +26,7 @@ def _render_dry_run(result, output: str) -> None:
     if output == "json":
         typer.echo(json.dumps({
             "dry_run": True, "filename": plan.filename, "uri": result.uri, "sha256": result.sha256,
+            "build": plan.build,
             "size": result.size, "total_size": sum(size for _, size, _ in listing),
             "files": [{"path": path, "size": size, "generated": gen} for path, size, gen in listing],
             "skipped": [{"path": s.path, "reason": s.reason} for s in plan.skipped],
@@ -37,9 +39,11 @@ def _render_dry_run(result, output: str) -> None:
     for skipped in plan.skipped:
         typer.echo(f"  {'left out':>10}  {skipped.path}  ({skipped.reason})")
     typer.echo(f"sha256    {result.sha256} ({result.size:,} bytes compressed)")
+    typer.echo(f"build     {plan.build}")
     if result.uri:
         typer.echo(f"would stage to {result.uri}")
-    typer.echo("nothing written (--dry-run)")
+    typer.echo("nothing written (--dry-run)" if plan.prebuilt is None else
+               "nothing written beside the package (--dry-run; its backend built it into mlsubmit's cache)")
 
 
 def _render(result, output: str, runtime=None) -> None:
@@ -49,22 +53,25 @@ def _render(result, output: str, runtime=None) -> None:
             "runtime": {"path": str(runtime.sdist.path), "sha256": runtime.sdist.sha256,
                         "uri": runtime.staged.uri if runtime.staged else None} if runtime else None,
             "uri": staged.uri if staged else None, "path": str(sdist.path), "sha256": sdist.sha256,
-            "size": sdist.size, "files": list(sdist.files), "uploaded": bool(staged and staged.uploaded),
-            "bytes_sent": staged.bytes_sent if staged else 0,
+            "size": sdist.size, "files": list(sdist.files), "build": result.build,
+            "uploaded": bool(staged and staged.uploaded),
+            "bytes_sent": staged.bytes_sent if staged else 0, "extra_packages": [e.uri for e in result.extras],
             "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
                           if checked else "skipped"),
             "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
         return
     typer.echo(f"built     {sdist.path} ({len(sdist.files)} files, {sdist.size:,} bytes)")
+    typer.echo(f"build     {result.build}")
     typer.echo(f"sha256    {sdist.sha256}")
     if checked is None:
         typer.echo("preflight skipped (--skip-preflight)")
     else:
         how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
-        typer.echo(f"preflight ok: installed offline in a fresh venv, `{how}` ran ({checked.seconds:.1f} s)")
-    if staged is not None:
-        sent = f"{'uploaded' if staged.uploaded else 'already staged'}, {staged.bytes_sent:,} bytes sent"
-        typer.echo(f"staged    {staged.uri} ({sent})")
+        added = f", requirements installed: {', '.join(checked.installed)}" if checked.installed else ""
+        typer.echo(f"preflight ok: installed in a fresh venv{added}; `{how}` ran ({checked.seconds:.1f} s)")
+    for placed in (staged, *result.extras) if staged is not None else ():
+        sent = f"{'uploaded' if placed.uploaded else 'already staged'}, {placed.bytes_sent:,} bytes sent"
+        typer.echo(f"staged    {placed.uri} ({sent})")
     if runtime is not None:  # the package requires or imports mlsubmit_runtime: the job needs both
         where = f", staged {runtime.staged.uri}" if runtime.staged else ""
         typer.echo(f"runtime   {runtime.sdist.path} (the package uses mlsubmit_runtime{where}; list it before "
@@ -84,9 +91,12 @@ def package_command(
     stage_to: Annotated[Optional[str], typer.Option(
         "--stage", metavar="gs://BUCKET/PREFIX|DIR", show_default=False,
         help="Stage to PREFIX/packages/<sha256>/<file>.tar.gz; skipped when the same bytes are there.")] = None,
-    module: Annotated[Optional[str], typer.Option("--module", metavar="MODULE", show_default=False,
-                                                  help="Module the pre-flight runs with --help. Default: "
-                                                       "<package>.task, else the package.")] = None,
+    module: Annotated[Optional[str], typer.Option("--module", "--module-name", "--python-module", metavar="MODULE",
+                                                  show_default=False,
+                                                  help="Module the job will run; the pre-flight runs it with "
+                                                       "--help. Default: <package>.task, else the package.")] = None,
+    requirements: REQUIREMENTS = [],
+    extra_packages: EXTRA_PACKAGES = [],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the files and sizes; write nothing.")] = False,
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
                                                  help="Do not install the sdist into a fresh venv first.")] = False,
@@ -97,9 +107,11 @@ def package_command(
     if output not in _OUTPUTS:
         raise invalid_value("--output", output, "text or json", hint=did_you_mean(output, _OUTPUTS))
     from mlsubmit import packaging
+    from mlsubmit.packaging.requirements_txt import split_requirements
 
+    wanted = split_requirements(requirements)
     if dry_run:
-        planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to)
+        planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to, requirements=wanted)
         _warn_secrets(planned.plan.excluded_secrets)
         _render_dry_run(planned, output)
         return
@@ -108,10 +120,11 @@ def package_command(
     retry = RetryPolicy.from_env()
     if stage_to is not None:
         packaging.check_destination(stage_to)
-    plan = packaging.plan_sdist(package_path, setup_py)
+    extras = packaging.resolve_extras(extra_packages)
+    plan = packaging.plan_sdist(package_path, setup_py, wanted)
     _warn_secrets(plan.excluded_secrets)
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
-                                    stage_to=stage_to, retry=retry, show_progress=True)
+                                    stage_to=stage_to, retry=retry, show_progress=True, extras=extras)
     from mlsubmit.runtime_dist import package_runtime
 
     _render(result, output, package_runtime(plan, dist_dir=dist_dir, stage_to=stage_to, retry=retry))

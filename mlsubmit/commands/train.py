@@ -10,7 +10,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from mlsubmit.commands._cloud_options import with_options
 from mlsubmit.commands._cloud_train import reject_for_local, with_cloud_options
+from mlsubmit.commands._package_options import PACKAGE_OPTIONS
 from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 
@@ -18,12 +20,14 @@ APIS = ("vertex", "legacy")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(with_cloud_options(train)))
+    command = with_options(with_cloud_options(train), PACKAGE_OPTIONS, into="package_flags")
+    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(command))
 
 
 def train(
     spec_flags: Any,
     cloud_flags: Any,
+    package_flags: Any,
     local: Annotated[bool, typer.Option("--local", help="Run the job on this machine as the cloud would: the "
                                         "trainer's sdist installed into an isolated venv, one process per replica "
                                         "with its own TF_CONFIG, CLUSTER_SPEC and AIP_* variables on 127.0.0.1.")
@@ -47,9 +51,9 @@ def train(
     if not local:
         from mlsubmit.commands._cloud_train import train_cloud
 
-        return train_cloud(spec_flags, cloud_flags, api=api, package_path=package_path)
+        return train_cloud(spec_flags, cloud_flags, api=api, package_path=package_path, package_flags=package_flags)
     reject_for_local(cloud_flags)
-    _train_local(spec_flags, api=api, package_path=package_path, start_port=port)
+    _train_local(spec_flags, api=api, package_path=package_path, start_port=port, package_flags=package_flags)
 
 
 def _port(text: Optional[str]) -> Optional[int]:
@@ -60,9 +64,12 @@ def _port(text: Optional[str]) -> Optional[int]:
     return int(text)
 
 
-def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Optional[int]) -> None:
+def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Optional[int],
+                 package_flags: dict[str, Any]) -> None:
     from mlsubmit.commands._spec_options import spec_from_options
     from mlsubmit.local_run import run_local
+    from mlsubmit.packaging import resolve_extras
+    from mlsubmit.packaging.requirements_txt import split_requirements
 
     spec, notes = spec_from_options(spec_flags, target="local")
     from mlsubmit.tuning_requests import refuse_tuning
@@ -73,7 +80,8 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     run = run_local(spec, api=api, package_path=package_path, start_port=start_port, color=color,
-                    say=lambda line: typer.echo(line))
+                    say=lambda line: typer.echo(line), requirements=split_requirements(package_flags["requirements"]),
+                    extras=resolve_extras(package_flags["extra_packages"]))
     outcome, job = run.outcome, run.job
     rejected = outcome.failed is not None and outcome.exit_codes.get(outcome.failed) == 2  # the trainer's bad input
     if outcome.traceback and not rejected:

@@ -7,14 +7,15 @@ The API `mlsubmit package`, `mlsubmit train` and the local runner share:
 only); google-cloud-storage is loaded when something is staged to gs://.
 """
 
-from mlsubmit.packaging.pipeline import DryRun, PackageResult, dry_run, package, package_plan
+from mlsubmit.packaging.extras import ExtraPackage, resolve_extras
+from mlsubmit.packaging.pipeline import DryRun, PackageResult, dry_run, package, package_plan, planned_module
 from mlsubmit.packaging.preflight import (PreflightResult, check_module, default_module, install_into_venv,
                                           preflight)
 from mlsubmit.packaging.sdist import (ExcludedFile, PackageFile, Sdist, SdistPlan, archive_digest, build_sdist,
                                       plan_sdist, write_sdist)
-from mlsubmit.packaging.stage import StagedPackage, check_destination, package_uri, stage
+from mlsubmit.packaging.stage import StagedPackage, check_destination, extra_uri, package_uri, stage, stage_extra
 
-__all__ = ["DryRun", "ExcludedFile", "PackageFile", "PackageResult", "PreflightResult", "Sdist", "SdistPlan",
+__all__ = ["DryRun", "ExcludedFile", "ExtraPackage", "extra_uri", "planned_module", "resolve_extras", "stage_extra", "PackageFile", "PackageResult", "PreflightResult", "Sdist", "SdistPlan",
            "StagedPackage", "archive_digest", "build_sdist", "check_destination", "check_module",
            "default_module", "dry_run", "install_into_venv", "package", "package_plan", "package_uri",
            "plan_sdist", "preflight", "stage", "write_sdist"]

@@ -11,9 +11,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit.packaging.preflight import PreflightResult, preflight
+from mlsubmit.packaging.preflight import PreflightResult, module_missing, preflight
 from mlsubmit.packaging.sdist import Sdist, SdistPlan, archive_digest, copy_sdist, plan_sdist, write_sdist
-from mlsubmit.packaging.stage import StagedPackage, check_destination, content_uri, stage
+from mlsubmit.packaging.extras import ExtraPackage
+from mlsubmit.packaging.stage import StagedPackage, check_destination, content_uri, stage, stage_extra
 from mlsubmit.storage import RetryPolicy
 
 
@@ -24,12 +25,15 @@ class PackageResult:
     sdist: Sdist
     preflight: PreflightResult | None
     staged: StagedPackage | None
+    build: str = ""  # how the sdist was built, one line
+    extras: tuple[StagedPackage, ...] = ()  # the job's other packages, staged beside it
 
 
 def package(package_path: str | os.PathLike = "trainer", *, setup_py: str | os.PathLike | None = None,
             dist_dir: str | os.PathLike | None = None, module: str | None = None, check: bool = True,
             stage_to: str | None = None, retry: RetryPolicy | None = None,
-            show_progress: bool = False) -> PackageResult:
+            show_progress: bool = False, requirements: tuple[str, ...] = (),
+            extras: tuple[ExtraPackage, ...] = ()) -> PackageResult:
     """Build the sdist of `package_path`, pre-flight it (unless `check` is False), stage it to `stage_to`.
 
     Raises:
@@ -39,13 +43,13 @@ def package(package_path: str | os.PathLike = "trainer", *, setup_py: str | os.P
     """
     if stage_to is not None:
         check_destination(stage_to)  # before any work
-    return package_plan(plan_sdist(package_path, setup_py), dist_dir=dist_dir, module=module, check=check,
-                        stage_to=stage_to, retry=retry, show_progress=show_progress)
+    return package_plan(plan_sdist(package_path, setup_py, requirements), dist_dir=dist_dir, module=module,
+                        check=check, stage_to=stage_to, retry=retry, show_progress=show_progress, extras=extras)
 
 
 def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, module: str | None = None,
                  check: bool = True, stage_to: str | None = None, retry: RetryPolicy | None = None,
-                 show_progress: bool = False) -> PackageResult:
+                 show_progress: bool = False, extras: tuple[ExtraPackage, ...] = ()) -> PackageResult:
     """`package()` for an existing plan (so a caller can report its exclusions before the slow steps)."""
     if stage_to is not None:
         check_destination(stage_to)
@@ -54,12 +58,34 @@ def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, 
     if check:
         with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as tmp:
             built = write_sdist(plan, tmp)
-            checked = preflight(built, module)
+            local_extras = tuple(extra.path for extra in extras if extra.path is not None)
+            checked = preflight(built, module, extra_packages=local_extras)
             sdist = copy_sdist(built, target)
     else:
         sdist = write_sdist(plan, target)
-    staged = stage(sdist, stage_to, retry=retry, show_progress=show_progress) if stage_to is not None else None
-    return PackageResult(sdist, checked, staged)
+    staged, staged_extras = None, ()
+    if stage_to is not None:
+        staged = stage(sdist, stage_to, retry=retry, show_progress=show_progress)
+        staged_extras = tuple(stage_extra(extra, stage_to, retry=retry, show_progress=show_progress)
+                              for extra in extras)
+    return PackageResult(sdist, checked, staged, plan.build, staged_extras)
+
+
+def planned_module(plan: SdistPlan, module: str) -> bool:
+    """Whether `module` is known to be in the planned package (True), or lies outside it, in another package or
+    a requirement, so only the venv pre-flight can tell (False). Offline, instant.
+
+    Raises:
+        UsageError: the module is under the package's name but the package has no such file.
+    """
+    if module.split(".")[0] != plan.package:
+        return False
+    base = module.replace(".", "/")
+    paths = {f.path for f in plan.files} if plan.prebuilt is None else \
+        {member.removeprefix("src/") for member in plan.prebuilt_members}
+    if f"{base}.py" in paths or f"{base}/__init__.py" in paths:
+        return True
+    raise module_missing(module, plan.package)
 
 
 @dataclass(frozen=True)
@@ -73,10 +99,11 @@ class DryRun:
 
 
 def dry_run(package_path: str | os.PathLike = "trainer", *, setup_py: str | os.PathLike | None = None,
-            stage_to: str | None = None) -> DryRun:
-    """Plan the sdist and compute its sha256 in memory (so the staged URI is known) without writing."""
+            stage_to: str | None = None, requirements: tuple[str, ...] = ()) -> DryRun:
+    """Plan the sdist and compute its sha256 in memory (so the staged URI is known) without writing beside the
+    package (a project built by its own backend is built into mlsubmit's cache)."""
     destination = check_destination(stage_to) if stage_to is not None else None
-    plan = plan_sdist(package_path, setup_py)
+    plan = plan_sdist(package_path, setup_py, requirements)
     sha256, size = archive_digest(plan)
     uri = content_uri(destination, sha256, plan.filename) if destination is not None else None
     return DryRun(plan, sha256, size, uri)

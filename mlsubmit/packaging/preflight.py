@@ -6,9 +6,12 @@ TensorFlow), done locally so a package that cannot install fails before a job is
 - the venv sees mlsubmit's own environment (TensorFlow, Keras, pip, setuptools): `--system-site-packages`,
   plus a `.pth` bridge to this interpreter's site-packages when mlsubmit itself runs inside a venv (a venv's
   "system" site-packages is the base interpreter's, not the venv's);
-- `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, the
-  requirements are the image's business, and setuptools comes from mlsubmit's environment instead of being
-  fetched (the cloud, online, builds in isolation with setuptools from the index);
+- `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, and
+  setuptools comes from mlsubmit's environment instead of being fetched (the cloud, online, builds in
+  isolation with setuptools from the index). An sdist whose backend is not setuptools (hatchling, flit, …)
+  is built in isolation as the cloud does, its backend fetched from your index;
+- then the package's declared requirements that the environment does not already satisfy are installed from
+  your index with your pip configuration (`requirements.py`): what the cloud's pip would add to its image;
 - the module must be found inside the new venv (mlsubmit may be installed in editable mode, which would make
   the working tree importable), then `python -m <module> --help` runs; if that fails or hangs, an import of
   the module decides.
@@ -29,11 +32,17 @@ from pathlib import Path
 
 from mlsubmit import children  # pip and the checks run as children that die with us and can be stopped
 from mlsubmit.errors import UsageError
+from mlsubmit.packaging.requirements import install_requirements, needs_build_isolation
 from mlsubmit.packaging.sdist import Sdist
 
 _BRIDGE = "_mlsubmit_tool_env.pth"
 _FIND_MODULE = ("import importlib.util, sys\n"
-                "spec = importlib.util.find_spec(sys.argv[1])\n"
+                "try:\n"
+                "    spec = importlib.util.find_spec(sys.argv[1])\n"
+                "except ModuleNotFoundError as err:\n"
+                "    if not sys.argv[1].startswith(str(err.name)):\n"
+                "        raise\n"
+                "    spec = None  # a parent package is missing: the module is not there\n"
                 "print(spec.origin if spec and spec.origin else '')\n")
 
 
@@ -45,6 +54,7 @@ class PreflightResult:
     check: str
     origin: str
     seconds: float
+    installed: tuple[str, ...] = ()  # requirements the environment lacked, installed from the index
 
 
 def _clean_env(cwd: Path) -> dict[str, str]:
@@ -52,6 +62,14 @@ def _clean_env(cwd: Path) -> dict[str, str]:
            if not k.startswith("PIP_") and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
     env.update(PYTHONNOUSERSITE="1", PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
                PIP_NO_INPUT="1", PWD=str(cwd))
+    return env
+
+
+def _index_env(cwd: Path) -> dict[str, str]:
+    """For pip steps that use the index: the user's pip configuration applies, nothing else of the shell's."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PWD=str(cwd))
     return env
 
 
@@ -90,12 +108,25 @@ def create_venv(venv_dir: Path) -> Path:
 
 def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLike, *,
                       timeout: float = 300.0) -> Path:
-    """Install the sdist (without its requirements, offline) into a venv at `venv_dir`, created if missing.
+    """Install the sdist (or wheel) and its missing requirements into a venv at `venv_dir`; returns its python.
 
-    Returns the venv's python. The local runner uses this to run a job from the package exactly as staged.
+    The local runner and the emulator use this to run a job from the package exactly as staged.
 
     Raises:
-        UsageError: pip could not install the package (carrying pip's last lines), or setuptools is missing.
+        UsageError: see `install_package`.
+    """
+    return install_package(sdist, venv_dir, timeout=timeout)[0]
+
+
+def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLike, *,
+                    timeout: float = 300.0, requirements: bool = True) -> tuple[Path, tuple[str, ...]]:
+    """Install the sdist (or wheel) and its missing requirements into a venv at `venv_dir`, created if missing.
+
+    Returns the venv's python and the requirements that had to be installed.
+
+    Raises:
+        UsageError: pip could not install the package (carrying pip's last lines), a requirement cannot be
+            installed, or setuptools is missing.
     """
     path = sdist.path if isinstance(sdist, Sdist) else Path(sdist)
     venv_dir = Path(venv_dir)
@@ -105,18 +136,23 @@ def install_into_venv(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathL
     python = _venv_python(venv_dir)
     if not python.exists():
         python = create_venv(venv_dir)
-    cmd = [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
-           "--ignore-installed", "--no-cache-dir", "--no-input", str(path)]
+    isolated = needs_build_isolation(path)
+    offline = [] if isolated else ["--no-index", "--no-build-isolation"]
+    cmd = [str(python), "-m", "pip", "install", "--no-deps", *offline, "--ignore-installed", "--no-cache-dir",
+           "--no-input", str(path)]
+    env = _clean_env(venv_dir) if not isolated else _index_env(venv_dir)
     try:
-        done = children.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir,
-                              env=_clean_env(venv_dir))
+        done = children.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir, env=env)
     except subprocess.TimeoutExpired:
         raise UsageError(f"pip did not install {path.name} within {timeout:.0f} s") from None
     if done.returncode != 0:
         raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): "
                          f"{_tail(done.stderr or done.stdout)}",
                          hint="fix the package or setup.py; --skip-preflight skips this check") from None
-    return python
+    if not requirements:
+        return python, ()
+    installed = install_requirements(python, path, cwd=venv_dir, env=_index_env(venv_dir), timeout=timeout)
+    return python, tuple(installed)
 
 
 def _origin(python: Path, module: str, cwd: Path, timeout: float) -> str:
@@ -141,19 +177,37 @@ def default_module(sdist: Sdist) -> str:
     return f"{sdist.package}.task" if f"{sdist.package}/task.py" in sdist.files else sdist.package
 
 
-def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0) -> tuple[str, str]:
+def module_missing(module: str, package: str | None) -> UsageError:
+    """The one message for a module the job would run that the package does not have."""
+    holding = f" (it holds the package {package!r})" if package else ""
+    return UsageError(f"module {module!r} is not in the package{holding}",
+                      hint=f"pass --module-name with one of its modules, e.g. {package or '<package>'}.task")
+
+
+def find_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
+                package: str | None = None) -> str:
+    """The file of `module` in the venv (not importing it).
+
+    Raises:
+        UsageError: the module is not in the installed package, or something outside the venv shadows it.
+    """
+    origin = _origin(python, module, cwd, timeout)
+    if not origin:
+        raise module_missing(module, package)
+    if not Path(origin).resolve().is_relative_to(venv_dir.resolve()):
+        raise UsageError(f"{module} was imported from {origin}, not from the package installed in the fresh venv",
+                         hint="a module of the same name shadows it in mlsubmit's environment")
+    return origin
+
+
+def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
+                 package: str | None = None) -> tuple[str, str]:
     """Check that `module` comes from `venv_dir` and starts: returns (check used, module file).
 
     Raises:
         UsageError: the module is missing, shadowed from outside the venv, or does not import.
     """
-    origin = _origin(python, module, cwd, timeout)
-    if not origin:
-        raise UsageError(f"module {module!r} is not in the installed package",
-                         hint="pass --module with one of its modules, e.g. '<package>.task'")
-    if not Path(origin).resolve().is_relative_to(venv_dir.resolve()):
-        raise UsageError(f"{module} was imported from {origin}, not from the package installed in the fresh venv",
-                         hint="a module of the same name shadows it in mlsubmit's environment")
+    origin = find_module(python, venv_dir, module, cwd=cwd, timeout=timeout, package=package)
     helped = _runs(python, ["-m", module, "--help"], cwd, timeout)
     if helped is not None and helped.returncode == 0:
         return "--help", origin
@@ -165,8 +219,10 @@ def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeou
     return "import", origin
 
 
-def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0) -> PreflightResult:
-    """Install `sdist` into a fresh temporary venv offline and check `python -m <module> --help` there.
+def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0,
+              extra_packages: tuple[Path, ...] = ()) -> PreflightResult:
+    """Install `sdist` (after `extra_packages`, the job's other packages) with its missing requirements into a
+    fresh temporary venv and check `python -m <module> --help` there: the module the job will run.
 
     If `--help` fails or does not finish within `timeout` (a module without an argument parser may start
     working), importing the module decides instead.
@@ -178,6 +234,13 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mlsubmit-preflight-") as tmp:
         work = Path(tmp)
-        python = install_into_venv(sdist, work / "venv")
-        check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout)
-    return PreflightResult(module, check, origin, time.perf_counter() - started)
+        venv_dir, installed = work / "venv", ()
+        for extra in extra_packages:
+            installed += install_package(extra, venv_dir)[1]
+        python, _ = install_package(sdist, venv_dir, requirements=False)
+        # the module first: a --module-name that is not in the package fails before anything is fetched
+        find_module(python, venv_dir, module, cwd=work, timeout=timeout, package=sdist.package)
+        installed += tuple(install_requirements(python, sdist.path, cwd=venv_dir, env=_index_env(venv_dir)))
+        check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout,
+                                     package=sdist.package)
+    return PreflightResult(module, check, origin, time.perf_counter() - started, installed)

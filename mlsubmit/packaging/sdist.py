@@ -5,6 +5,10 @@ owner names, and mode 0644 (0755 for files executable in the source); gzip is wr
 name. The archive holds `<name>-<version>/` with PKG-INFO, a generated setup.py and pyproject.toml
 (`generated.py`), and the package's files as `selection.py` chose them (nothing outside the package directory,
 no credentials). Files are streamed into the archive and the hash, so memory stays flat for any file size.
+
+Which build a package gets is `project.py`'s choice: a project whose metadata cannot be read statically
+(`pyproject.toml`, a setup.py that computes its metadata) is built by pypa/build instead (`frontend.py`); its
+plan then carries that `prebuilt` sdist, which is copied and hashed as it is.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.packaging import generated
 from mlsubmit.packaging.credentials import CHUNK, ContentScan
 from mlsubmit.packaging.ignore import Skipped
+from mlsubmit.packaging.project import choose_build
 from mlsubmit.packaging.selection import (ExcludedFile, PackageFile, is_inside, select_files, signature,
                                           unreadable)
-from mlsubmit.packaging.setup_meta import ProjectMetadata, default_metadata, read_setup_py
+from mlsubmit.packaging.setup_meta import ProjectMetadata
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip (wheel) can hold
 
@@ -45,6 +50,9 @@ class SdistPlan:
     files: tuple[PackageFile, ...]
     excluded_secrets: tuple[ExcludedFile, ...]  # credentials, and links that leave the package: each is warned
     skipped: tuple[Skipped, ...]
+    build: str = ""  # how it is built, one line (project.py)
+    prebuilt: Path | None = None  # the sdist pypa/build made, when the package's own backend builds it
+    prebuilt_members: tuple[str, ...] = ()
 
     @property
     def root(self) -> str:
@@ -52,13 +60,15 @@ class SdistPlan:
 
     @property
     def filename(self) -> str:
-        return f"{self.root}.tar.gz"
+        return self.prebuilt.name if self.prebuilt is not None else f"{self.root}.tar.gz"
 
     @property
     def total_size(self) -> int:
         return sum(f.size for f in self.files)
 
     def generated_files(self) -> dict[str, str]:
+        if self.prebuilt is not None:
+            return {}  # the backend wrote its own metadata files
         paths = [f.path for f in self.files]
         return {"PKG-INFO": generated.pkg_info(self.metadata), "pyproject.toml": generated.PYPROJECT_TOML,
                 "setup.py": generated.setup_py(self.metadata, paths)}
@@ -105,13 +115,6 @@ def _package_dir(package_path: str | os.PathLike) -> Path:
     return path
 
 
-def _metadata(package_dir: Path, setup_py: str | os.PathLike | None) -> ProjectMetadata:
-    if setup_py is not None:
-        return read_setup_py(Path(setup_py))
-    default = package_dir.parent / "setup.py"
-    return read_setup_py(default) if default.exists() else default_metadata(package_dir.name)
-
-
 def _epoch() -> int:
     value = os.environ.get("SOURCE_DATE_EPOCH")
     if value is None:
@@ -122,14 +125,18 @@ def _epoch() -> int:
     return int(value)
 
 
-def plan_sdist(package_path: str | os.PathLike, setup_py: str | os.PathLike | None = None) -> SdistPlan:
-    """Select the package's files and read its metadata; writes nothing (what `--dry-run` shows).
+def plan_sdist(package_path: str | os.PathLike, setup_py: str | os.PathLike | None = None,
+               requirements: tuple[str, ...] = ()) -> SdistPlan:
+    """Select the package's files and read its metadata; writes nothing beside the package (what `--dry-run`
+    shows). A project built by its own backend is built here, into mlsubmit's cache (`frontend.py`).
 
     Raises:
-        UsageError: missing package directory, no __init__.py, or a setup.py that cannot be read.
+        UsageError: missing package directory, no __init__.py, a setup.py or requirements.txt that cannot be
+            read, or a project its backend cannot build.
     """
     package_dir = _package_dir(package_path)
-    metadata = _metadata(package_dir, setup_py)
+    choice = choose_build(package_dir, setup_py, tuple(requirements))
+    metadata = choice.metadata
     selection = select_files(package_dir)
     files = selection.files
     init = f"{package_dir.name}/__init__.py"
@@ -140,7 +147,10 @@ def plan_sdist(package_path: str | os.PathLike, setup_py: str | os.PathLike | No
                              hint="make it a plain file inside the package directory")
         raise UsageError(f"the ignore rules leave {init} out of the package",
                          hint="remove the pattern that matches it from .gitignore / .mlsubmitignore")
-    return SdistPlan(metadata, package_dir.name, package_dir, files, selection.excluded, selection.skipped)
+    prebuilt = choice.prebuilt
+    return SdistPlan(metadata, package_dir.name, package_dir, files, selection.excluded, selection.skipped,
+                     build=choice.how, prebuilt=prebuilt.path if prebuilt else None,
+                     prebuilt_members=prebuilt.members if prebuilt else ())
 
 
 class _DigestWriter:
@@ -243,6 +253,9 @@ def _write_archive(plan: SdistPlan, out: BinaryIO) -> tuple[str, ...]:
 def archive_digest(plan: SdistPlan) -> tuple[str, int]:
     """The sha256 and size the sdist will have, computed without writing anything."""
     sink = _DigestWriter()
+    if plan.prebuilt is not None:
+        sink.write(plan.prebuilt.read_bytes())
+        return sink.sha256.hexdigest(), sink.size
     _write_archive(plan, sink)
     return sink.sha256.hexdigest(), sink.size
 
@@ -271,7 +284,11 @@ def write_sdist(plan: SdistPlan, dist_dir: str | os.PathLike | None = None) -> S
     target_dir = Path(dist_dir) if dist_dir is not None else plan.package_dir.parent / "dist"
     with _atomic_file(target_dir, plan.filename) as handle:
         writer = _DigestWriter(handle)
-        members = _write_archive(plan, writer)
+        if plan.prebuilt is not None:
+            writer.write(plan.prebuilt.read_bytes())
+            members = plan.prebuilt_members
+        else:
+            members = _write_archive(plan, writer)
     meta = plan.metadata
     return Sdist((target_dir / plan.filename).resolve(), meta.name, meta.version, plan.package,
                  writer.sha256.hexdigest(), writer.size, members, plan.excluded_secrets)
@@ -285,10 +302,10 @@ def copy_sdist(sdist: Sdist, dist_dir: str | os.PathLike) -> Sdist:
 
 
 def build_sdist(package_path: str | os.PathLike = "trainer", setup_py: str | os.PathLike | None = None,
-                dist_dir: str | os.PathLike | None = None) -> Sdist:
+                dist_dir: str | os.PathLike | None = None, requirements: tuple[str, ...] = ()) -> Sdist:
     """Build the reproducible sdist of `package_path` (metadata from `setup_py`, default: the one beside it).
 
     Example:
         >>> sdist = build_sdist("trainer")   # dist/trainer-0.1.0.tar.gz, sdist.sha256
     """
-    return write_sdist(plan_sdist(package_path, setup_py), dist_dir)
+    return write_sdist(plan_sdist(package_path, setup_py, requirements), dist_dir)

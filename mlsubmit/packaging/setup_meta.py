@@ -4,7 +4,8 @@ executing it.
 The file is parsed with `ast`: the keywords of its `setup(...)` call are taken when they are literals or
 names of module-level literal assignments (`NAME = "trainer"` … `setup(name=NAME)`); without a `setup(...)`
 call the conventional constants `NAME`, `VERSION` and `REQUIRED_PACKAGES` are used. Anything computed at run
-time (reading a file, string formatting) cannot be read statically and is reported as such.
+time (reading a file, string formatting, `setup(**config)`) cannot be read statically: `ComputedMetadata` says
+so, and the package is then built by a real build frontend instead (`frontend.py`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class ProjectMetadata:
         return f"{re.sub(r'[-_.]+', '_', self.name).lower()}-{Version(self.version)}"
 
 
+class ComputedMetadata(UsageError):
+    """The setup.py computes its metadata (reads a file, formats a string): only running it can tell."""
+
+
 def default_metadata(package: str) -> ProjectMetadata:
     """Metadata for a package without a setup.py, as gcloud does: the package's name, version 0.0.0."""
     return ProjectMetadata(name=package, version="0.0.0", source="defaults (no setup.py)")
@@ -106,7 +111,8 @@ def read_setup_py(path: Path) -> ProjectMetadata:
     """Read NAME, VERSION and REQUIRED_PACKAGES (or the `setup()` keywords) from `path` without running it.
 
     Raises:
-        UsageError: the file is missing, unreadable, not Python, or its metadata is computed at run time.
+        UsageError: the file is missing, unreadable or not Python; ComputedMetadata (a UsageError) when its
+            metadata is computed at run time.
     """
     label = str(path)
     try:
@@ -134,16 +140,17 @@ def read_setup_py(path: Path) -> ProjectMetadata:
         try:
             values[field] = _literal(node, constants)
         except _UNREADABLE:
-            raise UsageError(
+            raise ComputedMetadata(
                 f"cannot read `{field}` from setup.py {label} without running it "
                 f"(line {node.lineno}: {ast.get_source_segment(source, node)})",
                 hint=f"assign it a literal at module level, e.g. {_CONSTANTS.get(field, field.upper())} = …, "
                      f"and pass that name to setup()") from None
     for field in ("name", "version"):
         if field not in values:
-            raise UsageError(f"setup.py {label} names no {field}",
-                             hint=f"add {_CONSTANTS[field]} = '…' at module level and setup({field}="
-                                  f"{_CONSTANTS[field]})")
+            expanded = call is not None and any(kw.arg is None for kw in call.keywords)  # setup(**config)
+            raise (ComputedMetadata if expanded else UsageError)(
+                f"setup.py {label} names no {field}",
+                hint=f"add {_CONSTANTS[field]} = '…' at module level and setup({field}={_CONSTANTS[field]})")
     requires = values.get("install_requires", [])
     if isinstance(requires, str):
         requires = [line for line in (r.strip() for r in requires.splitlines()) if line and line[0] != "#"]

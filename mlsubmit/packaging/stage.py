@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mlsubmit import storage
 from mlsubmit.errors import OperationFailed, invalid_value
+from mlsubmit.packaging.extras import ExtraPackage
 from mlsubmit.packaging.sdist import Sdist, file_sha256
 
 
@@ -66,3 +67,18 @@ def stage(sdist: Sdist, destination: str, *, retry: storage.RetryPolicy | None =
                               f"{sdist.sha256[:12]}…)", hint="build it again")
     put = storage.put_file(sdist.path, uri, retry=retry, show_progress=show_progress)
     return StagedPackage(put.uri, sdist.sha256, put.uploaded, put.bytes_sent)
+
+
+def stage_extra(extra: ExtraPackage, destination: str, *, retry: storage.RetryPolicy | None = None,
+                show_progress: bool = False) -> StagedPackage:
+    """Stage an extra package beside the trainer's (content-addressed); a gs:// URI is used as it is."""
+    if extra.uri is not None:
+        return StagedPackage(extra.uri, "", uploaded=False, bytes_sent=0)
+    uri = content_uri(check_destination(destination), extra.sha256, extra.path.name)
+    put = storage.put_file(extra.path, uri, retry=retry, show_progress=show_progress)
+    return StagedPackage(put.uri, extra.sha256, put.uploaded, put.bytes_sent)
+
+
+def extra_uri(extra: ExtraPackage, destination: str) -> str:
+    """Where `stage_extra` puts `extra` under `destination`."""
+    return extra.uri or content_uri(check_destination(destination), extra.sha256, extra.path.name)

@@ -1,0 +1,84 @@
+"""Wall time from `mlsubmit train --local` to a user trainer's first line of output, for a package with one
+requirement, first run and cached, beside `gcloud ai-platform local train` on the same package in the same run.
+
+The package is tests/fixtures/trainers/requirements_only (no setup.py; `tabulate>=0.8` in requirements.txt,
+which mlsubmit's environment lacks). mlsubmit builds its sdist, installs it into a venv with that requirement
+(first run: a fresh $MLSUBMIT_HOME; cached: the same home again) and runs it. gcloud installs nothing: it runs
+`python -m trainer.task` from the package's parent directory with whatever `python` is first on PATH, so its
+requirement must already be installed — here a `pip install --target` of tabulate on PYTHONPATH, made before
+timing and not counted.
+
+    python benchmarks/byo_trainer.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tests" / "fixtures" / "trainers" / "requirements_only" / "trainer"
+FIRST_LINE = "trainer: training"  # the trainer's first print
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_startup import seconds_to_first_step  # noqa: E402  (the same stopwatch as the bundled trainer's)
+
+
+def seconds_to_first_line(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float]:
+    """(seconds to the trainer's first line, seconds to the end) of one fresh process tree."""
+    return seconds_to_first_step(cmd, cwd, env, first_line=lambda line: FIRST_LINE in line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    gcloud = shutil.which("gcloud")
+    if gcloud is None:
+        raise SystemExit("gcloud is not on PATH")
+    work = Path(tempfile.mkdtemp(prefix="mlsubmit-bench-byo-"))
+    target = work / "gcloud-site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "tabulate>=0.8"],
+                   check=True)
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+    gcloud_env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+                  "PYTHONPATH": str(target), "CLOUDSDK_CONFIG": str(work / "gcloud-config"),
+                  "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+
+    def local(home: Path, job: str) -> tuple[list[str], dict]:
+        cmd = [sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(PACKAGE),
+               "--job-dir", str(work / job), "--", "--num-steps", "3"]
+        return cmd, {**env, "MLSUBMIT_HOME": str(home)}
+
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for repeat in range(args.repeats):
+        home = work / f"home-{repeat}"
+        runs = [("gcloud ai-platform local train (installs nothing)",
+                 [gcloud, "ai-platform", "local", "train", "--package-path", str(PACKAGE), "--module-name",
+                  "trainer.task", "--job-dir", str(work / f"gcloud-{repeat}"), "--", "--num-steps", "3"],
+                 gcloud_env),
+                ("mlsubmit train --local, first run (sdist, venv, requirement)", *local(home, f"cold-{repeat}")),
+                ("mlsubmit train --local, cached venv", *local(home, f"warm-{repeat}"))]
+        for name, cmd, run_env in runs:
+            rows.setdefault(name, []).append(seconds_to_first_line(cmd, work, run_env))
+    base = statistics.median(first for first, _ in rows["gcloud ai-platform local train (installs nothing)"])
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"median of {args.repeats} run(s); package: {PACKAGE.relative_to(ROOT)} (requirement: tabulate>=0.8)")
+    print(f"{'':62} {'first line':>11} {'ratio':>7} {'whole run':>10}")
+    for name, values in rows.items():
+        first = statistics.median(v[0] for v in values)
+        total = statistics.median(v[1] for v in values)
+        print(f"{name:62} {first:10.2f}s {first / base:6.2f}x {total:9.2f}s")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

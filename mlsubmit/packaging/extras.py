@@ -1,0 +1,62 @@
+"""The job's other packages (`--extra-packages PATH,…`, gcloud's `--packages` / `--python-package-uris`).
+
+Each one is a built archive (`.tar.gz`, `.whl`, `.zip`), a package directory (built here like the trainer, with
+`build_sdist`), or a `gs://` URI that is already staged. Local ones are staged content-addressed beside the
+trainer's package and listed in `packageUris` after it; all of them are installed, before the trainer's package,
+in the venvs of `train --local`, the emulator and the pre-flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsubmit.errors import invalid_value
+
+ARCHIVES = (".tar.gz", ".tgz", ".whl", ".zip")
+
+
+@dataclass(frozen=True)
+class ExtraPackage:
+    """One extra package: a local archive (`path`, its sha256) or a staged `gs://` URI (`uri`)."""
+
+    given: str
+    path: Path | None = None
+    sha256: str | None = None
+    uri: str | None = None
+
+
+def split_paths(values: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """`--extra-packages a.whl,b.tar.gz --extra-packages c` → ('a.whl', 'b.tar.gz', 'c')."""
+    return tuple(dict.fromkeys(p.strip() for value in values or () for p in value.split(",") if p.strip()))
+
+
+def resolve_extras(values: list[str] | tuple[str, ...] | None, *, flag: str = "--extra-packages") \
+        -> tuple[ExtraPackage, ...]:
+    """Check and, for package directories, build each extra package (into $MLSUBMIT_HOME/sdists/extra).
+
+    Raises:
+        UsageError: a path that does not exist or is neither an archive nor a package directory.
+    """
+    from mlsubmit import storage
+    from mlsubmit.packaging.sdist import build_sdist
+    from mlsubmit.venvs import mlsubmit_home
+
+    found = []
+    for given in split_paths(values):
+        if storage.is_gcs(given):
+            storage.split_gcs(given)
+            found.append(ExtraPackage(given, uri=given))
+            continue
+        path = Path(given)
+        allowed = "a package archive (.tar.gz, .whl, .zip), a package directory or a gs:// URI"
+        if path.is_dir():
+            path = build_sdist(path, dist_dir=mlsubmit_home() / "sdists" / "extra").path
+        elif not path.is_file():
+            raise invalid_value(flag, given, allowed, hint="it does not exist")
+        elif not path.name.endswith(ARCHIVES):
+            raise invalid_value(flag, given, allowed)
+        path = path.resolve()
+        found.append(ExtraPackage(given, path, hashlib.sha256(path.read_bytes()).hexdigest()))
+    return tuple(found)

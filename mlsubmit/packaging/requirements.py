@@ -1,0 +1,138 @@
+"""A package's declared requirements in the venv it was installed into, as the cloud's `pip install` adds them.
+
+The venv sees mlsubmit's environment (TensorFlow and friends, like the training image), so most requirements
+are satisfied already: those are checked with the installed metadata and cost nothing. Only the missing ones
+go to pip, with your pip configuration (index, find-links, certificates); one that cannot be resolved is one
+line naming it and pip's reason.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+from mlsubmit.errors import UsageError
+
+# Run by the venv's python: the requirements of distribution argv[1] that the environment does not satisfy.
+_MISSING = """\
+import importlib.metadata as md, sys
+from packaging.requirements import Requirement
+missing = []
+for text in md.distribution(sys.argv[1]).requires or []:
+    req = Requirement(text)
+    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        continue
+    try:
+        version = md.version(req.name)
+    except md.PackageNotFoundError:
+        missing.append(text)
+        continue
+    if req.specifier and not req.specifier.contains(version, prereleases=True):
+        missing.append(text)
+print("\\n".join(missing))
+"""
+_SETUPTOOLS_ONLY = ("setuptools", "wheel")
+
+
+def _sdist_file(path: Path, name: str) -> str | None:
+    with tarfile.open(path, "r:gz") as tar:
+        top = tar.getnames()[0].split("/", 1)[0]
+        try:
+            handle = tar.extractfile(f"{top}/{name}")
+        except KeyError:
+            return None
+        return handle.read().decode("utf-8") if handle else None
+
+
+def distribution_name(path: Path) -> str:
+    """The distribution name an sdist's PKG-INFO (or a wheel's METADATA) states."""
+    if path.name.endswith(".whl"):
+        with zipfile.ZipFile(path) as wheel:
+            meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+            text = wheel.read(meta).decode("utf-8")
+    else:
+        text = _sdist_file(path, "PKG-INFO") or ""
+    name = email.parser.Parser().parsestr(text)["Name"]
+    if not name:
+        raise UsageError(f"{path.name} has no package metadata (PKG-INFO)", hint="build it with a build frontend")
+    return name
+
+
+def builds_here(build_system: dict) -> bool:
+    """Whether mlsubmit's own environment can build with this `[build-system]` table: a setuptools backend
+    whose declared requirements (setuptools, wheel) are installed here in versions they accept."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    backend = str(build_system.get("build-backend", "setuptools.build_meta"))
+    if not backend.startswith("setuptools."):
+        return False
+    for text in build_system.get("requires", ["setuptools"]):
+        requirement = Requirement(text)
+        if requirement.name.lower() not in _SETUPTOOLS_ONLY:
+            return False
+        try:
+            version = importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        if not requirement.specifier.contains(version, prereleases=True):
+            return False
+    return True
+
+
+def needs_build_isolation(path: Path) -> bool:
+    """Whether installing `path` needs a backend mlsubmit's environment lacks (see `builds_here`)."""
+    if not path.name.endswith((".tar.gz", ".tgz")):
+        return False
+    text = _sdist_file(path, "pyproject.toml")
+    if text is None:
+        return False
+    import tomllib
+
+    return not builds_here(tomllib.loads(text).get("build-system", {}))
+
+
+def pip_error(output: str) -> str:
+    """pip's reason in one line: its first ERROR line (with the next when it explains the first)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
+    if errors:
+        return "; ".join(errors[:2])
+    return lines[-1] if lines else "(no output)"
+
+
+def missing_requirements(python: Path, distribution: str, *, cwd: Path, env: dict[str, str]) -> list[str]:
+    done = subprocess.run([str(python), "-c", _MISSING, distribution], capture_output=True, text=True, cwd=cwd,
+                          env=env, stdin=subprocess.DEVNULL, timeout=120)
+    if done.returncode != 0:
+        raise UsageError(f"cannot read the requirements of {distribution} after installing it: "
+                         f"{(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def install_requirements(python: Path, package: Path, *, cwd: Path, env: dict[str, str],
+                         timeout: float = 600.0) -> list[str]:
+    """Install the requirements of the installed `package` that the venv lacks; returns those installed.
+
+    Raises:
+        UsageError: a requirement cannot be resolved or installed (pip's reason, one line).
+    """
+    distribution = distribution_name(package)
+    missing = missing_requirements(python, distribution, cwd=cwd, env=env)
+    if not missing:
+        return []
+    cmd = [str(python), "-m", "pip", "install", "--no-input", *missing]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"pip did not install {', '.join(missing)} within {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise UsageError(f"the requirements of {distribution} cannot be installed ({', '.join(missing)}): "
+                         f"{pip_error(done.stderr + chr(10) + done.stdout)}",
+                         hint="fix the requirement, or make it available to pip (index, --find-links)")
+    return missing
