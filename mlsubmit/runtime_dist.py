@@ -39,6 +39,27 @@ def needs_runtime(plan: Any) -> bool:
     return any(f.path.endswith(".py") and _IMPORT.search(Path(f.source).read_bytes()) for f in plan.files)
 
 
+def sdist_needs_runtime(path: str | os.PathLike) -> bool:
+    """`needs_runtime` for a built sdist: its PKG-INFO's Requires-Dist, else its modules' imports."""
+    import email.parser
+    import tarfile
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    with tarfile.open(path, "r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        info = next((m for m in members if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+        if info is not None:
+            text = tar.extractfile(info).read().decode("utf-8", "replace")
+            for requirement in email.parser.Parser().parsestr(text).get_all("Requires-Dist") or ():
+                try:
+                    if _normalised(Requirement(requirement).name) == DISTRIBUTION:
+                        return True
+                except InvalidRequirement:
+                    continue
+        return any(m.name.endswith(".py") and _IMPORT.search(tar.extractfile(m).read()) for m in members)
+
+
 def runtime_dir() -> Path:
     """Where the installed `mlsubmit_runtime` package lives (the repository's folder in a development install)."""
     found = importlib.util.find_spec(PACKAGE)

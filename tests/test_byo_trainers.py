@@ -152,7 +152,7 @@ def test_gcloud_flag_names_and_spellings_mean_the_same_as_ours():
                     "2", "--parameter-server-count", "1", "--python-version", "3.7", "--format", "legacy")
     assert done.returncode == 0, done.stderr
     assert "workerCount: '2'" in done.stdout and "parameterServerCount: '1'" in done.stdout
-    assert "--python-version 3.7 is not sent" in done.stderr
+    assert "pythonVersion: '3.7'" in done.stdout  # gcloud's --python-version is the legacy pythonVersion
 
 
 @pytest.mark.parametrize("flag, says", [

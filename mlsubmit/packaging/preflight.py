@@ -235,6 +235,10 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
     with tempfile.TemporaryDirectory(prefix="mlsubmit-preflight-") as tmp:
         work = Path(tmp)
         venv_dir, installed = work / "venv", ()
+        from mlsubmit.runtime_dist import build_runtime, sdist_needs_runtime
+
+        if sdist_needs_runtime(sdist.path):  # installed first, as the job's package URIs list it
+            extra_packages = (build_runtime(work).path, *extra_packages)
         for extra in extra_packages:
             installed += install_package(extra, venv_dir)[1]
         python, _ = install_package(sdist, venv_dir, requirements=False)
