@@ -53,6 +53,8 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
                             "local archives or package directories for --local", hint="download it first")
     plan = packaging.plan_sdist(package_path, setup_py, requirements)
     say(f"package {plan.filename}: {plan.build}")
+    for item in plan.excluded_secrets:  # as `package` and cloud `train` name them
+        say(f"warning: {item.warning()}")
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
         sdist = packaging.write_sdist(plan, dist)
         runtime = [build_runtime(dist)] if needs_runtime(plan) else []

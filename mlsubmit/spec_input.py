@@ -148,10 +148,10 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
     custom_keys = [f"{role}.{f.name}" for role, r in roles.items() for f in dataclasses.fields(RoleDraft)
                    if getattr(r, f.name) is not None]
     tier = draft.tier if draft.tier is not None else ("CUSTOM" if custom_keys else "BASIC")
-    tier = str(tier).strip().upper().replace("-", "_")  # gcloud's spellings: basic-gpu, standard-1, Premium_1
+    given_tier, tier = tier, str(tier).strip().upper().replace("-", "_")  # gcloud's: basic-gpu, standard-1
     if tier not in machines.TIERS:
-        raise invalid_value(draft.name("tier", "--tier"), tier, "one of " + ", ".join(machines.TIERS),
-                            hint=did_you_mean(tier.upper(), machines.TIERS))
+        raise invalid_value(draft.name("tier", "--tier"), given_tier, "one of " + ", ".join(machines.TIERS),
+                            hint=did_you_mean(tier, machines.TIERS))
     pools: dict[str, Pool | None] = {}
     if tier != "CUSTOM":
         if custom_keys:

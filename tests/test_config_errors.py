@@ -82,8 +82,8 @@ CASES = [
     ("--tier STANDARD_1 --gpus 1 --machine-type n1-standard-8",
      "invalid value for --machine-type, --gpus: machine types and counts are only allowed with --tier CUSTOM; "
      "received --tier STANDARD_1; use --tier CUSTOM, or drop those options"),
-    ("--tier custom", "invalid value for --tier: received 'custom'; expected one of BASIC, STANDARD_1, PREMIUM_1, "
-     "BASIC_GPU, BASIC_TPU, CUSTOM; did you mean 'CUSTOM'?"),
+    ("--tier premium", "invalid value for --tier: received 'premium'; expected one of BASIC, STANDARD_1, PREMIUM_1, "
+     "BASIC_GPU, BASIC_TPU, CUSTOM; did you mean 'PREMIUM_1'?"),
     ("--gpus -1", "invalid value for --gpus: received '-1'; expected a whole number >= 0"),
     ("--workers 1.5", "invalid value for --workers: received '1.5'; expected a whole number >= 0"),
     ("--ps two", "invalid value for --ps: received 'two'; expected a whole number >= 0"),

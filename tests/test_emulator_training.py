@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.training_emulator import ROOT, stage_package
+from support.training_emulator import ROOT, stage_packages
 
 from mlsubmit.requests import legacy_job, vertex_custom_job
 from mlsubmit.spec import JobSpec
@@ -19,9 +19,10 @@ pytest_plugins = ["support.training_emulator"]  # fixtures: training_emulator, t
 
 
 @pytest.fixture(scope="module")
-def trainer_uri(gcs_emulator):
+def trainer_uris(gcs_emulator):
+    """The bundled trainer's package URIs: mlsubmit-runtime's sdist, then the trainer's (it requires the runtime)."""
     gcs_emulator.create_bucket("emu-trainer")
-    return stage_package(ROOT / "trainer", gcs_emulator.endpoint, "emu-trainer")
+    return stage_packages(ROOT / "trainer", gcs_emulator.endpoint, "emu-trainer")
 
 
 def read_object(gcs_emulator, uri: str) -> bytes | None:
@@ -47,9 +48,9 @@ def assert_artifacts(gcs_emulator, job_dir: str) -> None:
         assert len(read_object(gcs_emulator, f"{job_dir}/{path}") or b"") == size, path
 
 
-def test_a_vertex_and_a_legacy_trainer_job_succeed_and_write_artifacts(training_emulator, trainer_uri, gcs_emulator):
+def test_a_vertex_and_a_legacy_trainer_job_succeed_and_write_artifacts(training_emulator, trainer_uris, gcs_emulator):
     vertex_dir, legacy_dir = "gs://emu-trainer/out/vertex", "gs://emu-trainer/out/legacy"
-    body = vertex_custom_job(JobSpec(job_name="trainer-vertex", job_dir=vertex_dir, package_uris=(trainer_uri,),
+    body = vertex_custom_job(JobSpec(job_name="trainer-vertex", job_dir=vertex_dir, package_uris=trainer_uris,
                                      args=("--dry-run",)))
     # as Vertex AI users write it: no --job-dir; the trainer reads AIP_MODEL_DIR under baseOutputDirectory
     body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"] = ["--dry-run"]
@@ -57,7 +58,7 @@ def test_a_vertex_and_a_legacy_trainer_job_succeed_and_write_artifacts(training_
     created = vertex.create(parent=f"projects/{PROJECT}/locations/us-central1", body=body).execute()
     legacy = training_emulator.legacy_jobs()
     legacy.create(parent=f"projects/{PROJECT}", body=legacy_job(JobSpec(
-        job_name="trainer_legacy", job_dir=legacy_dir, package_uris=(trainer_uri,), args=("--dry-run",)))).execute()
+        job_name="trainer_legacy", job_dir=legacy_dir, package_uris=trainer_uris, args=("--dry-run",)))).execute()
 
     vertex_job = training_emulator.wait(vertex.get(name=created["name"]).execute, timeout=300)
     legacy_job_ = training_emulator.wait(legacy.get(name=f"projects/{PROJECT}/jobs/trainer_legacy").execute,

@@ -97,6 +97,7 @@ def _mlsubmit(*args: str, cwd: Path, **kwargs) -> subprocess.Popen:
 
 def test_ctrl_c_stops_every_replica_of_a_local_job(tmp_path):
     package = make_project(tmp_path / "proj", task=SLEEPY_TASK)
+    (package / ".netrc").write_text("machine example.com login me password s3cret\n")  # never packaged
     job = _mlsubmit("train", "--local", "--workers", "1", "--ps", "1", "--package-path", str(package),
                     "--python-module", "tinypkg.task", "--job-dir", "out", "--env", "GREETING=hi", cwd=tmp_path)
     seen = []
@@ -105,6 +106,7 @@ def test_ctrl_c_stops_every_replica_of_a_local_job(tmp_path):
         if sum(line.startswith("[") and " sees " in line for line in seen) == 3:
             break
     output = "\n".join(seen)
+    assert "warning: left out tinypkg/.netrc: " in output  # named here too, as `package` names it
     job_id = re.search(r"^job (tinypkg_\d{8}_\d{6}_[0-9a-f]{6}): chief-0", output, re.M).group(1)  # the package's name
     # Vertex AI names the chief `chief`, passes exactly the user's arguments (none) and the job dir as AIP_MODEL_DIR
     assert f"[chief-0]  role chief 0 argv [] output {tmp_path / 'out'}/model/" in output

@@ -191,13 +191,22 @@ if args.fail and task.get("type") in ("chief", "master"):
 
 def stage_package(package_dir: Path, gcs_endpoint: str, bucket: str) -> str:
     """Build the sdist of `package_dir` with mlsubmit's packaging and stage it to gs://bucket; returns its URI."""
-    from mlsubmit.packaging import build_sdist, stage
+    return stage_packages(package_dir, gcs_endpoint, bucket)[-1]
+
+
+def stage_packages(package_dir: Path, gcs_endpoint: str, bucket: str) -> tuple[str, ...]:
+    """`stage_package`, with mlsubmit-runtime's sdist staged first when the package uses it (as `mlsubmit train`
+    lists them in packageUris); returns the URIs in that order."""
+    from mlsubmit.packaging import build_sdist, plan_sdist, stage
+    from mlsubmit.runtime_dist import build_runtime, needs_runtime
 
     saved = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = gcs_endpoint
     try:
-        sdist = build_sdist(package_dir, dist_dir=package_dir.parent / "dist")
-        return stage(sdist, f"gs://{bucket}/staging").uri
+        dist = package_dir.parent / "dist"
+        sdists = [build_runtime(dist)] if needs_runtime(plan_sdist(package_dir)) else []
+        sdists.append(build_sdist(package_dir, dist_dir=dist))
+        return tuple(stage(sdist, f"gs://{bucket}/staging").uri for sdist in sdists)
     finally:
         if saved is None:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
