@@ -17,7 +17,8 @@ the figures show the data-parallel path's overhead, not a speedup; the output sa
 XLA on with N ≥ 2 is not run: Keras 3 cannot XLA-compile a MirroredStrategy step (the trainer refuses it).
 
     python benchmarks/gpu_scaling.py [--quick] [--models cifar10_vgg,mnist_cnn] [--samples 8192] [--epochs 3]
-        [--batch-size 128] [--max-devices N] [--emulate-devices N] [--precision float32,mixed] [--xla off,on]
+        [--batch-size 128] [--max-devices N] [--emulate-devices N] [--precision float32,mixed|mixed_bfloat16]
+        [--xla off,on]
         [--json gpu_scaling.json]
 """
 
@@ -203,7 +204,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-devices", type=int, default=None, help="measure up to this many devices")
     p.add_argument("--emulate-devices", type=int, default=None,
                    help="use N logical CPU devices even where GPUs exist (default: the GPUs, else 2 emulated)")
-    p.add_argument("--precision", type=_csv(("float32", "mixed")), default=["float32", "mixed"])
+    p.add_argument("--precision", type=_csv(("float32", "mixed", "mixed_float16", "mixed_bfloat16")),
+                   default=["float32", "mixed"], help="mixed: mixed_float16 on GPUs, mixed_bfloat16 on CPUs")
     p.add_argument("--xla", type=_csv(("off", "on")), default=["off", "on"])
     p.add_argument("--json", default="gpu_scaling.json", help="where the results go")
     p.add_argument("--quick", action="store_true",

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.support.trainer_run import ROOT, read_json, run_trainer
-from trainer.config import parse_config
+from trainer.config import parse_config, resolve_jit_compile
 from trainer.errors import TrainerError
 
 
@@ -36,6 +36,14 @@ def test_xla_with_several_replicas_is_refused_before_training(devices):
     parse_config(["--job-dir", "/tmp/x", "--jit-compile", "on", "--gpus", "1", "--emulate-devices", "4"], env={})
 
 
+def test_xla_auto_is_on_for_one_gpu_as_plain_keras_and_keras_default_elsewhere():
+    assert resolve_jit_compile("auto", "GPU", 1) == "on"
+    assert resolve_jit_compile("auto", "GPU", 2) == "auto"  # Keras: off under MirroredStrategy
+    assert resolve_jit_compile("auto", "CPU", 1) == "auto"  # Keras: off on CPU-only machines
+    assert resolve_jit_compile("off", "GPU", 1) == "off"
+
+
+@pytest.mark.slow
 def test_mixed_bfloat16_with_xla_trains_and_the_saved_model_reloads(tmp_path):
     result = run_trainer("--dry-run", "--job-dir", str(tmp_path / "job"), "--precision", "mixed_bfloat16",
                          "--jit-compile", "on")

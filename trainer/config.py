@@ -36,7 +36,7 @@ class TrainConfig:
     emulate_devices: int = 0
     seed: int = 42
     precision: str = "float32"  # the Keras dtype policy the model is built under
-    jit_compile: str = "auto"  # XLA: auto (Keras decides: off under tf.distribute and on CPUs), on or off
+    jit_compile: str = "auto"  # XLA: auto (on for one GPU, off on CPUs and with several replicas), on or off
     steps_per_epoch: int | None = None
     dry_run: bool = False
     checkpoint_dir: str | None = None  # where BackupAndRestore keeps its state; default <job_dir>/backup
@@ -139,8 +139,8 @@ def build_parser() -> _StrictParser:
                    help="dtype policy: float32, mixed_float16 (GPUs with tensor cores; loss scaling is automatic) "
                    "or mixed_bfloat16 (H100/A100, TPUs, recent CPUs)")
     p.add_argument("--jit-compile", type=_choice("--jit-compile", JIT_COMPILE), default="auto",
-                   help="compile the training step with XLA: auto (Keras's default: off under a distribution "
-                   "strategy and on CPU-only machines), on or off")
+                   help="compile the training step with XLA: auto (on for one GPU, as plain Keras does; off on "
+                   "CPUs and with several replicas, which Keras 3 cannot compile), on or off")
     p.add_argument("--steps-per-epoch", type=_positive_int("--steps-per-epoch"), default=None)
     p.add_argument("--dry-run", action="store_true",
                    help="synthetic data, 2 steps, save and reload the artifacts, print a summary")
@@ -153,6 +153,13 @@ def check_jit_compile(jit_compile: str, replicas: int) -> None:
         raise TrainerError(f"invalid value for --jit-compile: received 'on' with {replicas} replicas, but Keras 3 "
                            "cannot XLA-compile a MirroredStrategy step (keras-team/keras#19005); use --jit-compile "
                            "auto or off with several devices, or --gpus 1")
+
+
+def resolve_jit_compile(jit_compile: str, device_kind: str, replicas: int) -> str:
+    """`auto` on one GPU is `on`: what plain Keras does there (its own auto turns XLA off under any tf.distribute
+    strategy, the trainer's one-device strategy included). Elsewhere `auto` stays Keras's: off on CPUs and with
+    several replicas."""
+    return "on" if jit_compile == "auto" and device_kind == "GPU" and replicas == 1 else jit_compile
 
 
 def resolve_job_dir(job_dir: str | None, env: Mapping[str, str], dry_run: bool) -> tuple[str, bool]:

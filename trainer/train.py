@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainer import artifacts, data, devices, pipeline, strategy
 from trainer.cluster import Cluster
-from trainer.config import TrainConfig, check_jit_compile
+from trainer.config import TrainConfig, check_jit_compile, resolve_jit_compile
 from trainer.models import MODELS, build_model
 from trainer.storage import Location
 
@@ -76,6 +76,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     found = devices.setup(config.gpu_count, config.emulate_devices)
     choice = strategy.choose(cluster, found.count)
     check_jit_compile(config.jit_compile, found.count)  # with --gpus auto the count is known only now
+    config = replace(config, jit_compile=resolve_jit_compile(config.jit_compile, found.kind, found.count))
 
     import tensorflow as tf
 
