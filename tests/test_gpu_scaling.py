@@ -85,3 +85,23 @@ def test_efficiency_and_ratios_are_per_series_and_the_table_marks_a_starved_gpu(
     assert table[0] == "header"
     assert table[3].split(" | ")[5:] == ["1,800", "900", "2.00×", "1.80×", "90%", "2,000", "input-bound"]
     assert table[5].endswith("| not run")
+
+
+def test_augmentation_flips_and_crops_each_image_of_a_batch_on_its_own():
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.pipeline import _augment_batch
+
+    x = np.random.default_rng(0).uniform(size=(32, 6, 5, 2)).astype("float32")
+    out, _ = _augment_batch(tf, (6, 5, 2), seed=3)(tf.constant(x), tf.zeros(32))
+    out = out.numpy()
+    assert out.shape == x.shape
+    windows = []
+    for image, augmented in zip(x, out):
+        padded = np.pad(image, ((4, 4), (4, 4), (0, 0)))
+        found = [(flip, dy, dx) for flip, p in ((False, padded), (True, padded[:, ::-1])) for dy in range(9)
+                 for dx in range(9) if np.array_equal(augmented, p[dy:dy + 6, dx:dx + 5])]
+        assert found, "an augmented image is not a flipped or unflipped crop of its own padded image"
+        windows.append(found[0])
+    assert len(set(windows)) > 8  # per image, not one window for the whole batch
