@@ -19,7 +19,7 @@ XLA on with N ≥ 2 is not run: Keras 3 cannot XLA-compile a MirroredStrategy st
     python benchmarks/gpu_scaling.py [--quick] [--models cifar10_vgg,mnist_cnn] [--samples 8192] [--epochs 3]
         [--batch-size 128] [--max-devices N] [--emulate-devices N] [--precision float32,mixed|mixed_bfloat16]
         [--xla off,on]
-        [--json gpu_scaling.json]
+        [--repeats 1] [--json gpu_scaling.json]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -167,15 +168,20 @@ def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
                 for n in counts:
                     global_batch = args.batch_size * n
                     row = {"model": model, "precision": precision, "xla": xla, "n": n, "global_batch": global_batch}
+                    runs: dict[str, list[float]] = {"keras": [], "pipeline": [], "trainer": []}
                     try:
-                        base = run_baseline(model, spec, global_batch, args, precision, xla)
-                        row.update(keras=round(base["keras"], 1), pipeline=round(base["pipeline"], 1))
-                        if xla == "on" and n >= 2:
-                            row["error"] = "not run: Keras 3 cannot XLA-compile a MirroredStrategy step"
-                        else:
-                            row["trainer"] = run_trainer(model, spec, n, emulate, args, precision, xla)
+                        for _ in range(args.repeats):  # interleaved, so a busy spell hits both sides alike
+                            base = run_baseline(model, spec, global_batch, args, precision, xla)
+                            runs["keras"].append(round(base["keras"], 1))
+                            runs["pipeline"].append(round(base["pipeline"], 1))
+                            if xla == "on" and n >= 2:
+                                row["error"] = "not run: Keras 3 cannot XLA-compile a MirroredStrategy step"
+                            else:
+                                runs["trainer"].append(run_trainer(model, spec, n, emulate, args, precision, xla))
                     except RuntimeError as err:
                         row["error"] = str(err)
+                    row.update({k: statistics.median(v) for k, v in runs.items() if v})
+                    row["runs"] = {k: v for k, v in runs.items() if v}
                     rows.append(row)
                     print(f"  {model} {precision} xla={xla} N={n}: trainer {row.get('trainer')}, "
                           f"keras {row.get('keras')}, pipeline {row.get('pipeline')} {row.get('error', '')}",
@@ -207,6 +213,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", type=_csv(("float32", "mixed", "mixed_float16", "mixed_bfloat16")),
                    default=["float32", "mixed"], help="mixed: mixed_float16 on GPUs, mixed_bfloat16 on CPUs")
     p.add_argument("--xla", type=_csv(("off", "on")), default=["off", "on"])
+    p.add_argument("--repeats", type=int, default=1, help="runs of each measurement; the median is reported")
     p.add_argument("--json", default="gpu_scaling.json", help="where the results go")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: mnist_cnn, 512 samples, batch 32, 2 epochs, float32, XLA off, N ≤ 2")
@@ -214,8 +221,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 512, 32, 2
         args.precision, args.xla, args.max_devices = ["float32"], ["off"], min(args.max_devices or 2, 2)
-    if min(args.samples, args.epochs, args.batch_size) < 1 or args.epochs < 2:
-        p.error("--samples and --batch-size must be ≥ 1 and --epochs ≥ 2 (the first epoch is left out)")
+    if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:
+        p.error("--samples, --batch-size and --repeats must be ≥ 1 and --epochs ≥ 2 (the first epoch is left out)")
     return args
 
 
@@ -233,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{datetime.date.today()} · {platform.machine()}, {os.cpu_count()} cores, Python "
               f"{platform.python_version()}, TensorFlow {probe['tensorflow']} · devices: {devices}\n"
               f"{args.samples} synthetic samples per model, per-replica batch {args.batch_size}, {args.epochs} epochs "
-              "(first left out); keras = plain model.fit on one device at the same global batch; efficiency = "
-              "speedup over the trainer on 1 device / N; pipeline = the trainer's tf.data pipeline alone")
+              f"(first left out), median of {args.repeats}; keras = plain model.fit on one device at the same global "
+              "batch; efficiency = speedup over the trainer on 1 device / N; pipeline = the trainer's tf.data "
+              "pipeline alone")
     print(header.splitlines()[0], file=sys.stderr, flush=True)
     rows = summarise(measure(args, emulate, counts, kind))
     result = {"date": str(datetime.date.today()), "machine": platform.machine(), "cores": os.cpu_count(),
@@ -242,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
               "devices": {"kind": "emulated CPU" if emulate else "GPU", "count": emulate or probe["gpus"],
                           "gpu_names": probe["gpu_names"], "emulated": bool(emulate)},
               "settings": {k: getattr(args, k) for k in ("models", "samples", "epochs", "batch_size", "precision",
-                                                         "xla", "quick")},
+                                                         "xla", "repeats", "quick")},
               "device_counts": counts, "rows": rows}
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(render(rows, header))

@@ -187,7 +187,8 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         job_dir=job_dir, model=args.model, data=args.data, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, optimizer=args.optimizer, validation_split=args.validation_split,
         patience=args.patience, gpus=args.gpus, emulate_devices=args.emulate_devices, seed=args.seed,
-        precision=args.precision, jit_compile=args.jit_compile, steps_per_epoch=args.steps_per_epoch, dry_run=args.dry_run,
+        precision=args.precision, jit_compile=args.jit_compile, steps_per_epoch=args.steps_per_epoch,
+        dry_run=args.dry_run,
         checkpoint_dir=env.get("AIP_CHECKPOINT_DIR") or None,
         tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None, job_dir_is_temporary=temporary,
     )
