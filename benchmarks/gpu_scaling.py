@@ -180,7 +180,7 @@ def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
                                 runs["trainer"].append(run_trainer(model, spec, n, emulate, args, precision, xla))
                     except RuntimeError as err:
                         row["error"] = str(err)
-                    row.update({k: statistics.median(v) for k, v in runs.items() if v})
+                    row.update({k: round(statistics.median(v), 1) for k, v in runs.items() if v})
                     row["runs"] = {k: v for k, v in runs.items() if v}
                     rows.append(row)
                     print(f"  {model} {precision} xla={xla} N={n}: trainer {row.get('trainer')}, "
