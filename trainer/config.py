@@ -17,6 +17,8 @@ from trainer.errors import TrainerError, invalid, suggest
 from trainer.models import MODELS
 
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")  # Keras dtype policies
+JIT_COMPILE = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class TrainConfig:
     gpus: str = "auto"  # "auto" or a whole number as text
     emulate_devices: int = 0
     seed: int = 42
+    precision: str = "float32"  # the Keras dtype policy the model is built under
+    jit_compile: str = "auto"  # XLA: auto (on for one GPU, off on CPUs and with several replicas), on or off
     steps_per_epoch: int | None = None
     dry_run: bool = False
     checkpoint_dir: str | None = None  # where BackupAndRestore keeps its state; default <job_dir>/backup
@@ -132,10 +136,31 @@ def build_parser() -> _StrictParser:
                    help="split the CPU into N logical devices so the N-replica path runs without GPUs "
                    "(default: $MLSUBMIT_EMULATE_DEVICES, or 0)")
     p.add_argument("--seed", type=_positive_int("--seed", 0), default=42)
+    p.add_argument("--precision", type=_choice("--precision", PRECISIONS), default="float32",
+                   help="dtype policy: float32, mixed_float16 (GPUs with tensor cores; loss scaling is automatic) "
+                   "or mixed_bfloat16 (H100/A100, TPUs, recent CPUs)")
+    p.add_argument("--jit-compile", type=_choice("--jit-compile", JIT_COMPILE), default="auto",
+                   help="compile the training step with XLA: auto (on for one GPU, as plain Keras does; off on "
+                   "CPUs and with several replicas, which Keras 3 cannot compile), on or off")
     p.add_argument("--steps-per-epoch", type=_positive_int("--steps-per-epoch"), default=None)
     p.add_argument("--dry-run", action="store_true",
                    help="synthetic data, 2 steps, save and reload the artifacts, print a summary")
     return p
+
+
+def check_jit_compile(jit_compile: str, replicas: int) -> None:
+    """XLA on with several replicas is refused: Keras 3 cannot XLA-compile a MirroredStrategy step."""
+    if jit_compile == "on" and replicas >= 2:
+        raise TrainerError(f"invalid value for --jit-compile: received 'on' with {replicas} replicas, but Keras 3 "
+                           "cannot XLA-compile a MirroredStrategy step (keras-team/keras#19005); use --jit-compile "
+                           "auto or off with several devices, or --gpus 1")
+
+
+def resolve_jit_compile(jit_compile: str, device_kind: str, replicas: int) -> str:
+    """`auto` on one GPU is `on`: what plain Keras does there (its own auto turns XLA off under any tf.distribute
+    strategy, the trainer's one-device strategy included). Elsewhere `auto` stays Keras's: off on CPUs and with
+    several replicas."""
+    return "on" if jit_compile == "auto" and device_kind == "GPU" and replicas == 1 else jit_compile
 
 
 def resolve_job_dir(job_dir: str | None, env: Mapping[str, str], dry_run: bool) -> tuple[str, bool]:
@@ -167,10 +192,13 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         job_dir=job_dir, model=args.model, data=args.data, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, optimizer=args.optimizer, validation_split=args.validation_split,
         patience=args.patience, gpus=args.gpus, emulate_devices=args.emulate_devices, seed=args.seed,
-        steps_per_epoch=args.steps_per_epoch, dry_run=args.dry_run,
+        precision=args.precision, jit_compile=args.jit_compile, steps_per_epoch=args.steps_per_epoch,
+        dry_run=args.dry_run,
         checkpoint_dir=env.get("AIP_CHECKPOINT_DIR") or None,
         tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None, job_dir_is_temporary=temporary,
     )
+    known = config.gpu_count if config.gpu_count is not None else config.emulate_devices  # else: after device setup
+    check_jit_compile(config.jit_compile, known or 0)
     if config.dry_run:
         from dataclasses import replace
 

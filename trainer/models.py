@@ -3,7 +3,8 @@
 The architectures of the recipes this project grew from. Each adapts to the data: convolutions fall back to
 `same` padding and pooling is skipped once the feature map is too small for them, so every model also builds for
 8×8 digits or a 1-D feature vector. Only APIs shared by Keras 3 and tf_keras are used, so the same code serves the
-one-machine route (Keras 3) and the cluster route (tf_keras).
+one-machine route (Keras 3) and the cluster route (tf_keras). The softmax output is float32 under every dtype
+policy, so mixed precision (--precision mixed_*) computes the loss from float32 probabilities.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def cifar10_vgg(keras, input_shape, num_classes):
     s.add(s.k.Flatten())
     s.add(s.k.Dense(512, activation="relu"))
     s.add(s.k.Dropout(0.5))
-    s.add(s.k.Dense(num_classes, activation="softmax"))
+    s.add(s.k.Dense(num_classes, activation="softmax", dtype="float32"))
     return keras.Sequential(s.layers, name="cifar10_vgg")
 
 
@@ -78,7 +79,7 @@ def mnist_cnn(keras, input_shape, num_classes):
         s.conv(128, 3)
     s.add(s.k.Flatten())
     s.add(s.k.Dense(128, activation="relu"))
-    s.add(s.k.Dense(num_classes, activation="softmax"))
+    s.add(s.k.Dense(num_classes, activation="softmax", dtype="float32"))
     return keras.Sequential(s.layers, name="mnist_cnn")
 
 
@@ -93,7 +94,7 @@ def mnist_convnet(keras, input_shape, num_classes):
     s.add(s.k.Flatten())
     s.add(s.k.Dense(1024, activation="relu"))
     s.add(s.k.Dropout(0.4))
-    s.add(s.k.Dense(num_classes, activation="softmax"))
+    s.add(s.k.Dense(num_classes, activation="softmax", dtype="float32"))
     return keras.Sequential(s.layers, name="mnist_convnet")
 
 
@@ -104,7 +105,7 @@ def dense(keras, input_shape, num_classes):
         keras.Input(shape=tuple(input_shape)),
         layers.Flatten(),
         layers.Dense(64, activation="relu"),
-        layers.Dense(num_classes, activation="softmax"),
+        layers.Dense(num_classes, activation="softmax", dtype="float32"),
     ], name="dense")
 
 

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
 
         cluster = from_environment(os.environ)
         if uses_cluster_route(cluster):
+            if config.precision != "float32":
+                raise TrainerError(f"invalid value for --precision: received {config.precision!r}, but cluster jobs "
+                                   "train in float32; drop --precision, or train on one machine's GPUs")
             os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot train on cluster strategies (see README)
             from trainer.cluster_train import run_in_cluster
 

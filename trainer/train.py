@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainer import artifacts, data, devices, pipeline, strategy
 from trainer.cluster import Cluster
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, check_jit_compile, resolve_jit_compile
 from trainer.models import MODELS, build_model
 from mlsubmit_runtime.storage import Location
 
@@ -34,8 +34,10 @@ def make_optimizer(keras, name: str, learning_rate: float | None):
 
 
 def compile_model(keras, model, config: TrainConfig) -> None:
+    # "auto" passes nothing: Keras 3 then decides, and tf_keras (whose jit_compile is None or a bool) keeps its default
+    xla = {} if config.jit_compile == "auto" else {"jit_compile": config.jit_compile == "on"}
     model.compile(optimizer=make_optimizer(keras, config.optimizer, config.learning_rate), loss=LOSS,
-                  metrics=["accuracy"])
+                  metrics=["accuracy"], **xla)
 
 
 def evaluate(model, x, y, batch_size: int) -> dict[str, float]:
@@ -73,6 +75,8 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     job_dir.check_writable()
     found = devices.setup(config.gpu_count, config.emulate_devices)
     choice = strategy.choose(cluster, found.count)
+    check_jit_compile(config.jit_compile, found.count)  # with --gpus auto the count is known only now
+    config = replace(config, jit_compile=resolve_jit_compile(config.jit_compile, found.kind, found.count))
 
     import tensorflow as tf
 
@@ -83,6 +87,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     keras = get_keras()
     tf.get_logger().setLevel("ERROR")  # retracing notices for evaluation sets of another size are expected
     keras.utils.set_random_seed(config.seed)
+    keras.mixed_precision.set_global_policy(config.precision)  # every run sets its own: the policy is process-wide
     dist = strategy.build(choice, found.names)
     replicas = dist.num_replicas_in_sync
     job_dir.remove(artifacts.MANIFEST)  # from here on the job dir is visibly incomplete
@@ -119,6 +124,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     metrics = describe(config, arrays, template=template, evaluation=evaluation, recorder=recorder, timer=timer,
                        replicas=replicas, found=found, strategy_name=choice.name, cluster=cluster,
                        global_batch=pipes.global_batch, learning_rate=learning_rate, keras=keras)
+    metrics.update(precision=config.precision, jit_compile=bool(parallel.jit_compile))
     manifest, reload_check = write_artifacts(config, job_dir, logs, template, recorder.history, metrics, started,
                                              arrays.x_test[: pipes.global_batch])
     return RunResult(config, metrics, job_dir.uri, manifest, template, reload_check)

@@ -19,6 +19,8 @@ def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6, k
     for name in ("model.keras", "model.h5"):
         options = {"safe_mode": True} if name.endswith(".keras") else {}
         loaded = keras.models.load_model(str(model_dir / name), compile=False, **options)
+        if getattr(template, "jit_compile", None) is not None:  # predict as the template does: XLA rounds differently
+            loaded.jit_compile = template.jit_compile
         difference = float(np.max(np.abs(loaded.predict(x, verbose=0) - expected)))
         if difference > atol:
             raise TrainerError(f"reloaded {name} predicts differently from the trained model (max difference "

@@ -1,0 +1,262 @@
+"""Data-parallel scaling of the trainer on this machine's GPUs, beside plain Keras on one device, in one run.
+
+For each model (`cifar10_vgg` on 32x32x3, `mnist_cnn` on 28x28x1; synthetic data, 10 classes) and each precision ×
+XLA variant, for N = 1, 2, 4, … up to the devices the machine has:
+
+- trainer: `python -m trainer.task --gpus N` (per-replica batch B, global batch N×B), images/s from its metrics.json;
+- plain Keras: numpy arrays into `model.fit` on one device, same model and global batch N×B (the recipes' script);
+- input pipeline alone: the trainer's own tf.data pipeline at that global batch, iterated with no model, so a GPU
+  the pipeline cannot feed shows (pipeline images/s near or under the training images/s: input-bound).
+
+Per N: speedup over the trainer on 1 device, scaling efficiency (speedup / N), the ratio to plain Keras at the same
+global batch. Images/s leave out the first epoch (tracing, XLA compilation). Every run is a fresh process.
+
+On a machine without GPUs the N devices are logical CPU devices (`--emulate-devices`): they share the same cores, so
+the figures show the data-parallel path's overhead, not a speedup; the output says so. Mixed precision is
+`mixed_float16` on GPUs and `mixed_bfloat16` on CPUs (float16 arithmetic is emulated, and slow, on CPUs).
+XLA on with N ≥ 2 is not run: Keras 3 cannot XLA-compile a MirroredStrategy step (the trainer refuses it).
+
+    python benchmarks/gpu_scaling.py [--quick] [--models cifar10_vgg,mnist_cnn] [--samples 8192] [--epochs 3]
+        [--batch-size 128] [--max-devices N] [--emulate-devices N] [--precision float32,mixed|mixed_bfloat16]
+        [--xla off,on]
+        [--repeats 1] [--json gpu_scaling.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {"cifar10_vgg": "32x32x3", "mnist_cnn": "28x28x1"}
+MIXED = {"GPU": "mixed_float16", "CPU": "mixed_bfloat16"}
+
+# One process: what TensorFlow sees (device count and GPU model).
+PROBE = r"""
+import json, tensorflow as tf
+gpus = tf.config.list_physical_devices("GPU")
+names = [tf.config.experimental.get_device_details(g).get("device_name", "GPU") for g in gpus]
+print(json.dumps({"gpus": len(gpus), "gpu_names": names, "tensorflow": tf.__version__}))
+"""
+
+# One process per (model, variant, global batch): the trainer's pipeline alone, then plain Keras on one device.
+BASELINE = r"""
+import json, sys, time
+import numpy as np, tensorflow as tf, keras
+from trainer import pipeline
+from trainer.callbacks import EpochTimer
+from trainer.data import load
+from trainer.models import MODELS, build_model
+model_name, spec, batch, epochs, precision, xla = sys.argv[1:7]
+batch, epochs = int(batch), int(epochs)
+a = load(spec, validation_split=0.0, seed=42)
+pipes = pipeline.build(a, per_replica_batch=batch, replicas=1, seed=42, augment=MODELS[model_name].augment)
+it = iter(pipes.train)
+for _ in range(pipes.steps_per_epoch):  # first epoch: warm-up (tracing, autotune)
+    next(it)
+t = time.perf_counter()
+for _ in range(pipes.steps_per_epoch * max(epochs - 1, 1)):
+    x, y = next(it)
+x.numpy()
+pipe = pipes.steps_per_epoch * batch * max(epochs - 1, 1) / (time.perf_counter() - t)
+keras.utils.set_random_seed(42)
+keras.mixed_precision.set_global_policy(precision)
+model = build_model(keras, model_name, a.input_shape, a.num_classes)
+model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=xla == "on")
+timer = EpochTimer((len(a.x_train) // batch) * batch)  # the trainer's own clock: first epoch left out
+model.fit(a.x_train, a.y_train, batch_size=batch, epochs=epochs, verbose=0, callbacks=[timer])
+print(json.dumps({"keras": timer.samples_per_second, "pipeline": pipe, "jit_compile": bool(model.jit_compile)}))
+"""
+
+
+def ladder(available: int, limit: int | None = None) -> list[int]:
+    """Device counts to measure: 1, 2, 4, … up to `available` (capped by `limit`), and that count itself."""
+    top = min(available, limit) if limit else available
+    counts, n = [], 1
+    while n <= top:
+        counts.append(n)
+        n *= 2
+    if top >= 1 and counts[-1] != top:
+        counts.append(top)
+    return counts
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Add speedup, efficiency, the plain-Keras ratio and the input-bound verdict to each measured row (pure).
+
+    Rows of one (model, precision, xla) series share the trainer's 1-device figure as their reference.
+    """
+    ones = {(r["model"], r["precision"], r["xla"]): r.get("trainer") for r in rows if r["n"] == 1}
+    out = []
+    for r in rows:
+        r = dict(r)
+        one, ours, keras, pipe = ones.get((r["model"], r["precision"], r["xla"])), r.get("trainer"), \
+            r.get("keras"), r.get("pipeline")
+        r["speedup"] = round(ours / one, 3) if ours and one else None
+        r["efficiency"] = round(ours / (one * r["n"]), 3) if ours and one else None
+        r["vs_keras"] = round(ours / keras, 3) if ours and keras else None
+        r["pipeline_headroom"] = round(pipe / ours, 2) if ours and pipe else None
+        r["input_bound"] = r["pipeline_headroom"] < 1.2 if r["pipeline_headroom"] else None
+        out.append(r)
+    return out
+
+
+def _fmt(value, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def render(rows: list[dict], header: str) -> str:
+    """The results as a fixed-width text table (pure)."""
+    cols = ("model", "precision", "xla", "N", "batch", "trainer img/s", "keras img/s", "vs keras", "speedup",
+            "efficiency", "pipeline img/s", "note")
+    lines = [header, " | ".join(cols)]
+    for r in rows:
+        note = r.get("error") or ("input-bound" if r.get("input_bound") else "")
+        lines.append(" | ".join([
+            r["model"], r["precision"], r["xla"], str(r["n"]), str(r["global_batch"]), _fmt(r.get("trainer"), ",.0f"),
+            _fmt(r.get("keras"), ",.0f"), _fmt(r.get("vs_keras"), ".2f") + ("×" if r.get("vs_keras") else ""),
+            _fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else ""),
+            _fmt(r["efficiency"] * 100 if r.get("efficiency") else None, ".0f") + ("%" if r.get("efficiency") else ""),
+            _fmt(r.get("pipeline"), ",.0f"), note]))
+    return "\n".join(lines)
+
+
+def _python(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    if check and done.returncode:
+        raise RuntimeError(_last_line(done.stderr) or f"exit code {done.returncode}")
+    return done
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def run_trainer(model: str, spec: str, n: int, emulate: int, args, precision: str, xla: str) -> float:
+    with tempfile.TemporaryDirectory() as job:
+        cmd = ["-m", "trainer.task", "--job-dir", job, "--model", model, "--data", spec, "--epochs", str(args.epochs),
+               "--batch-size", str(args.batch_size), "--validation-split", "0", "--patience", "1000",
+               "--gpus", str(n), "--precision", precision, "--jit-compile", xla]
+        if emulate:
+            cmd += ["--emulate-devices", str(emulate)]
+        _python(cmd)
+        return json.loads(Path(job, "metrics.json").read_text())["samples_per_second"]
+
+
+def run_baseline(model: str, spec: str, global_batch: int, args, precision: str, xla: str) -> dict:
+    out = _python(["-c", BASELINE, model, spec, str(global_batch), str(args.epochs), precision, xla]).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
+    rows = []
+    for model in args.models:
+        spec = f"synthetic:{SHAPES[model]}:10:{args.samples}"
+        for precision in (MIXED[kind] if p == "mixed" else p for p in args.precision):
+            for xla in args.xla:
+                for n in counts:
+                    global_batch = args.batch_size * n
+                    row = {"model": model, "precision": precision, "xla": xla, "n": n, "global_batch": global_batch}
+                    runs: dict[str, list[float]] = {"keras": [], "pipeline": [], "trainer": []}
+                    try:
+                        for _ in range(args.repeats):  # interleaved, so a busy spell hits both sides alike
+                            base = run_baseline(model, spec, global_batch, args, precision, xla)
+                            runs["keras"].append(round(base["keras"], 1))
+                            runs["pipeline"].append(round(base["pipeline"], 1))
+                            if xla == "on" and n >= 2:
+                                row["error"] = "not run: Keras 3 cannot XLA-compile a MirroredStrategy step"
+                            else:
+                                runs["trainer"].append(run_trainer(model, spec, n, emulate, args, precision, xla))
+                    except RuntimeError as err:
+                        row["error"] = str(err)
+                    row.update({k: round(statistics.median(v), 1) for k, v in runs.items() if v})
+                    row["runs"] = {k: v for k, v in runs.items() if v}
+                    rows.append(row)
+                    print(f"  {model} {precision} xla={xla} N={n}: trainer {row.get('trainer')}, "
+                          f"keras {row.get('keras')}, pipeline {row.get('pipeline')} {row.get('error', '')}",
+                          file=sys.stderr, flush=True)
+    return rows
+
+
+def _csv(choices: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in choices]
+        if not items or bad:
+            raise argparse.ArgumentTypeError(f"received {text!r}; expected a comma-separated list of "
+                                             + ", ".join(choices))
+        return items
+
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", type=_csv(tuple(SHAPES)), default=list(SHAPES))
+    p.add_argument("--samples", type=int, default=8192, help="synthetic training samples per model")
+    p.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is left out of images/s")
+    p.add_argument("--batch-size", type=int, default=128, help="per-replica batch (global: this × N)")
+    p.add_argument("--max-devices", type=int, default=None, help="measure up to this many devices")
+    p.add_argument("--emulate-devices", type=int, default=None,
+                   help="use N logical CPU devices even where GPUs exist (default: the GPUs, else 2 emulated)")
+    p.add_argument("--precision", type=_csv(("float32", "mixed", "mixed_float16", "mixed_bfloat16")),
+                   default=["float32", "mixed"], help="mixed: mixed_float16 on GPUs, mixed_bfloat16 on CPUs")
+    p.add_argument("--xla", type=_csv(("off", "on")), default=["off", "on"])
+    p.add_argument("--repeats", type=int, default=1, help="runs of each measurement; the median is reported")
+    p.add_argument("--json", default="gpu_scaling.json", help="where the results go")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test: mnist_cnn, 512 samples, batch 32, 2 epochs, float32, XLA off, N ≤ 2")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 512, 32, 2
+        args.precision, args.xla, args.max_devices = ["float32"], ["off"], min(args.max_devices or 2, 2)
+    if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:
+        p.error("--samples, --batch-size and --repeats must be ≥ 1 and --epochs ≥ 2 (the first epoch is left out)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    probe = json.loads(_python(["-c", PROBE]).stdout.strip().splitlines()[-1])
+    emulate = args.emulate_devices if args.emulate_devices is not None else (0 if probe["gpus"] else 2)
+    kind = "CPU" if emulate else "GPU"
+    counts = ladder(emulate or probe["gpus"], args.max_devices)
+    if emulate:
+        devices = (f"{emulate} emulated CPU devices (logical devices sharing {os.cpu_count()} cores: NOT GPUs; the "
+                   "figures show the data-parallel path's overhead, not GPU scaling)")
+    else:
+        devices = f"{probe['gpus']} × {probe['gpu_names'][0]}"
+    header = (f"{datetime.date.today()} · {platform.machine()}, {os.cpu_count()} cores, Python "
+              f"{platform.python_version()}, TensorFlow {probe['tensorflow']} · devices: {devices}\n"
+              f"{args.samples} synthetic samples per model, per-replica batch {args.batch_size}, {args.epochs} epochs "
+              f"(first left out), median of {args.repeats}; keras = plain model.fit on one device at the same global "
+              "batch; efficiency = speedup over the trainer on 1 device / N; pipeline = the trainer's tf.data "
+              "pipeline alone")
+    print(header.splitlines()[0], file=sys.stderr, flush=True)
+    rows = summarise(measure(args, emulate, counts, kind))
+    result = {"date": str(datetime.date.today()), "machine": platform.machine(), "cores": os.cpu_count(),
+              "python": platform.python_version(), "tensorflow": probe["tensorflow"],
+              "devices": {"kind": "emulated CPU" if emulate else "GPU", "count": emulate or probe["gpus"],
+                          "gpu_names": probe["gpu_names"], "emulated": bool(emulate)},
+              "settings": {k: getattr(args, k) for k in ("models", "samples", "epochs", "batch_size", "precision",
+                                                         "xla", "repeats", "quick")},
+              "device_counts": counts, "rows": rows}
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print(render(rows, header))
+    print(f"results: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
