@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.tiny_package import make_project  # noqa: E402
 from support.training_emulator import TASK_PY, TrainingEmulator, stage_package  # noqa: E402
 
-from mlsubmit.gcs_emulator import GcsEmulator  # noqa: E402
-from mlsubmit.requests import vertex_custom_job  # noqa: E402
-from mlsubmit.spec import JobSpec, Pool  # noqa: E402
+from mlsubmit.emulator.gcs_emulator import GcsEmulator  # noqa: E402
+from mlsubmit.jobspec.requests import vertex_custom_job  # noqa: E402
+from mlsubmit.jobspec.spec import JobSpec, Pool  # noqa: E402
 
 PARENT = "projects/bench-project/locations/us-central1"
 

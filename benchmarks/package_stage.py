@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mlsubmit.gcs_emulator import GcsEmulator, storage_client  # noqa: E402
+from mlsubmit.emulator.gcs_emulator import GcsEmulator, storage_client  # noqa: E402
 from mlsubmit.packaging import build_sdist, preflight, stage  # noqa: E402
 
 

@@ -6,7 +6,7 @@ scripts do on every submission), run as its own process like the CLI: `python se
 the sdist under the job's own prefix with google-cloud-storage, googleapiclient built with its default
 transport, `customJobs.create(...).execute(num_retries=3)`.
 Ours: `mlsubmit train --async` (validate, content-addressed stage with the offline-install pre-flight the first
-time only, create with a request id), and the Python API (`mlsubmit.submit`) for a sweep in one process.
+time only, create with a request id), and the Python API (`mlsubmit.cloud.submit`) for a sweep in one process.
 
 Both submit the bundled trainer (26 files) to a `mlsubmit emulator` this script starts (with its own
 fake-gcs-server); every accepted job is cancelled at once, untimed, so no training competes for the CPU.
@@ -85,7 +85,7 @@ class Bench:
         self.env = {**os.environ, "MLSUBMIT_API_ENDPOINT": self.endpoint, "STORAGE_EMULATOR_HOST": self.gcs,
                     "MLSUBMIT_PROJECT": self.project, "MLSUBMIT_REGION": REGION, "MLSUBMIT_HOME": str(work / "cli"),
                     "CLOUDSDK_CONFIG": str(work / "gcloud"), "NO_COLOR": "1"}
-        from mlsubmit.clients import Clients
+        from mlsubmit.cloud.clients import Clients
 
         self.jobs = Clients(region=REGION, endpoint=self.endpoint).service("aiplatform").projects().locations() \
             .customJobs()
@@ -125,11 +125,11 @@ class Bench:
     def sweep_api(self, bucket: str, jobs: int) -> float:
         """N jobs from one process through the Python API: one client, the package staged once."""
         os.environ.update(STORAGE_EMULATOR_HOST=self.gcs, CLOUDSDK_CONFIG=str(self.work / "gcloud"))
-        from mlsubmit import submit
+        from mlsubmit.cloud import submit
         from mlsubmit.backends import backend_for
-        from mlsubmit.clients import Clients
-        from mlsubmit.settings import resolve
-        from mlsubmit.spec import JobSpec
+        from mlsubmit.cloud.clients import Clients
+        from mlsubmit.cloud.settings import resolve
+        from mlsubmit.jobspec.spec import JobSpec
 
         started = time.perf_counter()
         settings = resolve(project=self.project, region=REGION, staging_bucket=f"gs://{bucket}",

@@ -9,7 +9,7 @@ Every process that imports TensorFlow prints lines such as
 
 to file descriptor 2, before `TF_CPP_MIN_LOG_LEVEL` takes effect, so the environment cannot silence them.
 `is_chatter(line)` matches only these known start-up lines (a real error, even one in the same log format,
-passes); the replica output we prefix and the emulator's job logs drop them (`mlsubmit.runner`), and our own
+passes); the replica output we prefix and the emulator's job logs drop them (`mlsubmit.local.runner`), and our own
 process hides them with `quiet_native_startup()` around the import, replaying every other line it caught.
 `TF_ENABLE_ONEDNN_OPTS` is left alone on purpose: it changes numerics, not just what is printed.
 """

@@ -20,7 +20,7 @@ pytest_plugins = ["support.leftovers"]  # no process the suite starts outlives i
 @pytest.fixture(scope="session")
 def gcs_emulator():
     """A real fake-gcs-server on 127.0.0.1, started once for the session and stopped at its end."""
-    from mlsubmit.gcs_emulator import GcsEmulator
+    from mlsubmit.emulator.gcs_emulator import GcsEmulator
 
     with GcsEmulator() as emulator:
         yield emulator

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from mlsubmit.chatter import drop_chatter, is_chatter, quiet_native_startup, without_chatter
-from mlsubmit.runner import Replica, Runner
+from mlsubmit.local.runner import Replica, Runner
 
 CHATTER = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",

@@ -8,7 +8,7 @@ import sys
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.cli import app
 
 HEAVY = ("tensorflow", "keras", "googleapiclient", "google.cloud", "google.auth", "yaml.cyaml_", "pydantic",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlsubmit import configs_gen
-from mlsubmit.discovery import validate
+from mlsubmit.jobspec import configs_gen
+from mlsubmit.jobspec.discovery import validate
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 SCHEMAS = {"vertex": ("aiplatform.v1", "GoogleCloudAiplatformV1CustomJobSpec"),
@@ -20,10 +20,10 @@ SCHEMAS = {"vertex": ("aiplatform.v1", "GoogleCloudAiplatformV1CustomJobSpec"),
 def test_configs_regenerate_byte_for_byte(tmp_path):
     written = configs_gen.generate(tmp_path)
     assert sorted(p.name for p in written) == sorted(p.name for p in CONFIGS.glob("*.yaml")), \
-        "configs/ has stale or missing files: run python -m mlsubmit.configs_gen"
+        "configs/ has stale or missing files: run python -m mlsubmit.jobspec.configs_gen"
     for path in written:
         assert path.read_bytes() == (CONFIGS / path.name).read_bytes(), \
-            f"configs/{path.name} differs from the tool's output: run python -m mlsubmit.configs_gen"
+            f"configs/{path.name} differs from the tool's output: run python -m mlsubmit.jobspec.configs_gen"
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)

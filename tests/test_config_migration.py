@@ -8,10 +8,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit import requests
+from mlsubmit.jobspec import requests
 from mlsubmit.cli import app
-from mlsubmit.discovery import validate
-from mlsubmit.spec_input import build_spec
+from mlsubmit.jobspec.discovery import validate
+from mlsubmit.jobspec.spec_input import build_spec
 
 IMAGES = "us-docker.pkg.dev/vertex-ai/training/"
 CONTAINER = """\

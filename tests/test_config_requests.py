@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from mlsubmit import images, machines, requests
-from mlsubmit.discovery import schemas, validate
+from mlsubmit.jobspec import images
+
+from mlsubmit.jobspec import machines
+
+from mlsubmit.jobspec import requests
+from mlsubmit.jobspec.discovery import schemas, validate
 from mlsubmit.errors import UsageError
-from mlsubmit.spec import JobSpec, Pool
-from mlsubmit.spec_input import RoleDraft, SpecDraft, build_spec
+from mlsubmit.jobspec.spec import JobSpec, Pool
+from mlsubmit.jobspec.spec_input import RoleDraft, SpecDraft, build_spec
 
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-{}.2-17.py310:latest"
 

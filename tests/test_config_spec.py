@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError
-from mlsubmit.spec import JobSpec, Pool
-from mlsubmit.spec_input import RoleDraft, SpecDraft, build_spec, load_yaml, merge, parse_duration
+from mlsubmit.jobspec.spec import JobSpec, Pool
+from mlsubmit.jobspec.spec_input import RoleDraft, SpecDraft, build_spec, load_yaml, merge, parse_duration
 
 
 def shape(spec: JobSpec) -> dict:

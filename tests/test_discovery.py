@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from mlsubmit.discovery import Violation, schemas, validate
+from mlsubmit.jobspec.discovery import Violation, schemas, validate
 
 GOOD_TRAINING_INPUT = {
     "scaleTier": "CUSTOM", "masterType": "n1-standard-16",

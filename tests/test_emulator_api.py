@@ -9,8 +9,8 @@ import json
 import pytest
 from googleapiclient.errors import HttpError
 
-from mlsubmit.requests import legacy_job, vertex_custom_job
-from mlsubmit.spec import JobSpec, Pool
+from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
+from mlsubmit.jobspec.spec import JobSpec, Pool
 
 PROJECT = "api-project"
 PARENT = f"projects/{PROJECT}/locations/us-central1"

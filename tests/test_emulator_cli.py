@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from typer.testing import CliRunner
 
-from mlsubmit.children import popen_kwargs
+from mlsubmit.local.children import popen_kwargs
 from mlsubmit.cli import app
 
 

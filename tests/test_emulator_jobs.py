@@ -13,8 +13,8 @@ import time
 import pytest
 from support.training_emulator import TrainingEmulator
 
-from mlsubmit.requests import legacy_job, vertex_custom_job
-from mlsubmit.spec import JobSpec, Pool
+from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
+from mlsubmit.jobspec.spec import JobSpec, Pool
 
 PROJECT, REGION = "emu-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"

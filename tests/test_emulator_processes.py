@@ -90,7 +90,7 @@ def test_sigterm_while_a_package_installs_stops_pip_and_the_emulator_promptly(gc
 
 
 def test_kill_9_of_the_emulator_takes_its_fake_gcs_server_with_it(tmp_path):
-    from mlsubmit.children import popen_kwargs
+    from mlsubmit.local.children import popen_kwargs
 
     out = tmp_path / "emulator.out"
     with open(out, "w") as sink:
@@ -114,7 +114,7 @@ def test_kill_9_of_the_emulator_takes_its_fake_gcs_server_with_it(tmp_path):
 BUILDER = '''\
 import sys, time
 from pathlib import Path
-from mlsubmit.venvs import _building
+from mlsubmit.local.venvs import _building
 with _building(Path(sys.argv[1])) as building:
     print(building, flush=True)
     time.sleep(120)
@@ -122,8 +122,8 @@ with _building(Path(sys.argv[1])) as building:
 
 
 def test_a_venv_build_killed_mid_install_is_removed_by_the_next_install_and_a_live_one_is_kept(tmp_path):
-    from mlsubmit.children import popen_kwargs
-    from mlsubmit.venvs import remove_stale
+    from mlsubmit.local.children import popen_kwargs
+    from mlsubmit.local.venvs import remove_stale
 
     venvs = tmp_path / "venvs"
     venvs.mkdir()

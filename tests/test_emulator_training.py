@@ -9,8 +9,8 @@ import json
 import pytest
 from support.training_emulator import ROOT, stage_packages
 
-from mlsubmit.requests import legacy_job, vertex_custom_job
-from mlsubmit.spec import JobSpec
+from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
+from mlsubmit.jobspec.spec import JobSpec
 
 PROJECT = "train-project"
 pytestmark = pytest.mark.slow

@@ -7,10 +7,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit import images, requests
+from mlsubmit.jobspec import images
+
+from mlsubmit.jobspec import requests
 from mlsubmit.cli import app
 from mlsubmit.errors import UsageError
-from mlsubmit.spec_input import SpecDraft, build_spec
+from mlsubmit.jobspec.spec_input import SpecDraft, build_spec
 
 
 @pytest.mark.parametrize("version, kind, python, name", [

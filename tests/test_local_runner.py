@@ -14,8 +14,8 @@ from pathlib import Path
 
 from support.tiny_package import make_project
 
-from mlsubmit.children import popen_kwargs
-from mlsubmit.runner import FAILED, SUCCEEDED, Replica, Runner
+from mlsubmit.local.children import popen_kwargs
+from mlsubmit.local.runner import FAILED, SUCCEEDED, Replica, Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ import socket
 import pytest
 
 from mlsubmit.errors import UsageError
-from mlsubmit.local_job import check_runnable, plan, reserve_ports
-from mlsubmit.local_run import replicas_to_start
-from mlsubmit.spec import JobSpec, Pool
+from mlsubmit.local.local_job import check_runnable, plan, reserve_ports
+from mlsubmit.local.local_run import replicas_to_start
+from mlsubmit.jobspec.spec import JobSpec, Pool
 from trainer.cluster import from_environment
 
 CLUSTER = JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), worker=Pool("worker", "n1-standard-4", 2),

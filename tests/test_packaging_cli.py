@@ -119,7 +119,7 @@ def test_upload_errors_map_to_exit_codes(gcs, project, tmp_path, monkeypatch):
 
 
 def test_packaging_modules_do_not_load_google_clients_or_tensorflow_at_import():
-    code = ("import sys, mlsubmit.commands.package, mlsubmit.packaging, mlsubmit.storage\n"
+    code = ("import sys, mlsubmit.commands.package, mlsubmit.packaging, mlsubmit.cloud.storage\n"
             "print([m for m in sys.modules if m.startswith(('google.cloud', 'googleapiclient', 'tensorflow'))])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

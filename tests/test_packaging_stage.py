@@ -12,7 +12,7 @@ import pytest
 from support.fault_proxy import FaultProxy, is_upload
 from support.tiny_package import make_project
 
-from mlsubmit import storage
+from mlsubmit.cloud import storage
 from mlsubmit.errors import OperationFailed, UsageError
 from mlsubmit.packaging import build_sdist, package_uri, stage
 

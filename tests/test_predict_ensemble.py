@@ -64,7 +64,7 @@ def _predict(*args: str):
 
 
 def _bucket():
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     return storage_client().bucket("predict-models")
 
@@ -135,7 +135,7 @@ def test_second_run_downloads_nothing_and_npz_output_matches(trained, gcs, wide,
 
 
 def _copy_job_dir(source: str, bucket_name: str, prefix: str) -> str:
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     client = storage_client()
     src_prefix = source.split("/", 3)[3] + "/"
@@ -153,7 +153,7 @@ def _refused(result, *needles: str) -> None:
 
 
 def test_tampered_or_incomplete_gcs_job_dir_is_refused(trained, gcs, tmp_path):
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     _, bucket_name = gcs
     tampered = _copy_job_dir(trained.job_dirs[0], bucket_name, "tampered")

@@ -248,7 +248,7 @@ def _upload(bucket, local: Path, prefix: str) -> None:
 
 
 def test_gcs_job_dir_is_downloaded_once_and_a_later_change_in_the_bucket_is_caught(gcs, tmp_path):
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     _, bucket_name = gcs
     bucket = storage_client().bucket(bucket_name)
@@ -277,7 +277,7 @@ def test_gcs_job_dir_is_downloaded_once_and_a_later_change_in_the_bucket_is_caug
 
 
 def test_a_tampered_download_never_enters_the_cache(gcs, tmp_path):
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     _, bucket_name = gcs
     bucket = storage_client().bucket(bucket_name)
@@ -291,7 +291,7 @@ def test_a_tampered_download_never_enters_the_cache(gcs, tmp_path):
 
 
 def test_bare_gcs_model_file_is_cached_by_its_md5(gcs, tmp_path):
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     _, bucket_name = gcs
     storage_client().bucket(bucket_name).blob("models/m.keras").upload_from_string(b"model" * 50)

@@ -16,7 +16,7 @@ import pytest
 from support.tiny_package import make_project, write
 
 from mlsubmit.packaging import plan_sdist
-from mlsubmit.runtime_dist import build_runtime, needs_runtime
+from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
 from mlsubmit_runtime import artifacts, devices, hypertune
 from mlsubmit_runtime.errors import InputError
 

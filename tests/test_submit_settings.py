@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mlsubmit.errors import UsageError
-from mlsubmit.settings import resolve
+from mlsubmit.cloud.settings import resolve
 
 VARIABLES = ("MLSUBMIT_PROJECT", "CLOUDSDK_CORE_PROJECT", "MLSUBMIT_REGION", "CLOUDSDK_COMPUTE_REGION",
              "MLSUBMIT_STAGING_BUCKET", "MLSUBMIT_API_ENDPOINT", "CLOUDSDK_ACTIVE_CONFIG_NAME")

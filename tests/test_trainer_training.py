@@ -187,7 +187,7 @@ def test_preempted_job_resumes_from_its_last_finished_epoch(tmp_path):
 
 def test_gs_job_dir_lands_every_artifact_in_the_bucket_manifest_last(gcs, tmp_path):
     emulator, bucket = gcs
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     npz = digits_npz(tmp_path / "digits.npz")
     client = storage_client()

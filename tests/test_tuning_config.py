@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from mlsubmit.cli import app
-from mlsubmit.discovery import validate
+from mlsubmit.jobspec.discovery import validate
 
 CUSTOM_GPU_TUNING = """\
 trainingInput:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from mlsubmit.tuning_search import Search, trial_args
-from mlsubmit.tuning_spec import Parameter, TuningSpec
+from mlsubmit.tuning.search import Search, trial_args
+from mlsubmit.tuning.spec import Parameter, TuningSpec
 
 
 def _spec(algorithm: str, *params: Parameter, trials: int = 8) -> TuningSpec:

@@ -22,7 +22,7 @@ def check_api(api: str) -> str:
 
 def backend_for(api: str, clients: Any, *, project: str, region: str, retry: Any = None):
     """The Backend of `api` ("vertex" or "legacy") for `project` / `region`, calling through `clients`."""
-    from mlsubmit.storage import RetryPolicy
+    from mlsubmit.cloud.storage import RetryPolicy
 
     retry = retry or RetryPolicy.from_env()
     if check_api(api) == "legacy":

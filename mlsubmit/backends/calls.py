@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit.clients import TransportError
+from mlsubmit.cloud.clients import TransportError
 from mlsubmit.errors import OperationFailed, UsageError
-from mlsubmit.storage import RetryPolicy
+from mlsubmit.cloud.storage import RetryPolicy
 
 TRANSIENT_STATUSES = (408, 429, 500, 502, 503, 504)
 

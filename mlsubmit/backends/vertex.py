@@ -1,7 +1,7 @@
 """Vertex AI custom jobs (aiplatform v1, `projects.locations.customJobs`) behind the Backend interface.
 
 The service picks a custom job's id, so a create whose answer was lost cannot be repeated blindly: every job
-mlsubmit creates carries a request id derived from the submission (mlsubmit.submit.request_id_of) in the label
+mlsubmit creates carries a request id derived from the submission (mlsubmit.cloud.submit.request_id_of) in the label
 `mlsubmit_request_id`, and before any retry of a create — and before a re-run of the same submission creates
 anything — the jobs with that label are listed: if the lost create made the job, that job is the answer and no
 second one is made.

@@ -63,7 +63,7 @@ def settings_of(target: dict[str, Any], *, region: str | None = None, staging_bu
                 need: tuple[str, ...] = ("project", "region")):
     """Resolved settings for these option values (`region` overrides the option, e.g. from a YAML); UsageError
     naming the first of `need` that is set nowhere."""
-    from mlsubmit.settings import resolve
+    from mlsubmit.cloud.settings import resolve
 
     settings = resolve(project=target.get("project"), region=region or target.get("region"),
                        staging_bucket=staging_bucket, endpoint=target.get("endpoint"))
@@ -73,7 +73,7 @@ def settings_of(target: dict[str, Any], *, region: str | None = None, staging_bu
 def backend_of(api: str, settings: Any):
     """The backend of `api`, with clients built once for the settings' region and endpoint."""
     from mlsubmit.backends import backend_for
-    from mlsubmit.clients import Clients
+    from mlsubmit.cloud.clients import Clients
 
     region = settings.region or "us-central1"
     clients = Clients(region=region, endpoint=settings.endpoint)

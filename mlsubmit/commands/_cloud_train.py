@@ -1,7 +1,7 @@
 """`mlsubmit train` without --local: submit the job spec to Vertex AI (or legacy AI Platform) and follow it.
 
 The train command (commands/train.py) declares the spec options and calls `train_cloud`; this module adds the
-cloud options (`with_cloud_options`) and renders the submission. The work is mlsubmit.submit and
+cloud options (`with_cloud_options`) and renders the submission. The work is mlsubmit.cloud.submit and
 mlsubmit.backends.
 """
 
@@ -70,7 +70,7 @@ def _say(text: str) -> None:
 def _yaml_region(config: str | None) -> str | None:
     if not config:
         return None
-    from mlsubmit.spec_input import load_yaml
+    from mlsubmit.jobspec.spec_input import load_yaml
 
     return load_yaml(config)[0].region
 
@@ -78,7 +78,7 @@ def _yaml_region(config: str | None) -> str | None:
 def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api: str, package_path: str,
                 package_flags: dict[str, Any] | None = None) -> None:
     """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED."""
-    from mlsubmit import submit as submitting
+    from mlsubmit.cloud import submit as submitting
     from mlsubmit.commands._cloud_options import backend_of, settings_of
     from mlsubmit.commands._jobs_view import finish, follow
     from mlsubmit.commands._spec_options import spec_from_options
@@ -88,9 +88,9 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"),
                            need=("region",))
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
-    from mlsubmit.tuning_requests import refuse_tuning
+    from mlsubmit.tuning.requests import refuse_tuning
     refuse_tuning(spec_flags.get("config"))
-    from mlsubmit.requests import require_python_package
+    from mlsubmit.jobspec.requests import require_python_package
     require_python_package(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
     from mlsubmit.packaging import resolve_extras

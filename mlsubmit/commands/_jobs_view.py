@@ -328,7 +328,7 @@ def _first_traceback(backend: Any, final: Any) -> str | None:
 
 def _manifest_note(job_dir: str) -> str:
     """Whether the trainer's MANIFEST.json (written last) is there: best effort, never an error."""
-    from mlsubmit import storage
+    from mlsubmit.cloud import storage
     from mlsubmit.errors import MlsubmitError
 
     if not storage.is_gcs(job_dir):

@@ -3,7 +3,7 @@
 Decorate a command with `@with_spec_options` and register it with `cls=SpecCommand`: its signature gains
 every option below (and the trainer arguments after `--`), and the function receives them as one dict
 argument `spec_flags`, which `spec_from_options(spec_flags, target=...)` turns into a validated JobSpec.
-Choices and help come from `mlsubmit.machines`. Flags override the values of a `--config` YAML.
+Choices and help come from `mlsubmit.jobspec.machines`. Flags override the values of a `--config` YAML.
 
 Example (mlsubmit/commands/train.py):
     def register(app):
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Callable, List, Optional
 import typer
 from typer.core import TyperCommand
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit._typer_fast import PlainCoercion
 from mlsubmit.errors import UsageError, invalid_value
 
@@ -136,7 +136,7 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
     Raises:
         UsageError: the first invalid value, named as the user gave it.
     """
-    from mlsubmit.spec_input import FLAG_NAMES, RoleDraft, SpecDraft, build_spec, load_yaml, merge
+    from mlsubmit.jobspec.spec_input import FLAG_NAMES, RoleDraft, SpecDraft, build_spec, load_yaml, merge
 
     labels = _pairs([("--label", item) for item in flags.get("label") or ()]
                     + [("--labels", item) for value in flags.get("labels") or () for item in value.split(",") if item])

@@ -1,6 +1,6 @@
 """`mlsubmit config`: flags and/or a YAML -> one validated job spec -> a Vertex AI or legacy config YAML.
 
-Parses, calls, renders: the rules live in mlsubmit.machines / spec / requests.
+Parses, calls, renders: the rules live in mlsubmit.jobspec.machines / spec / requests.
 """
 
 import os
@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
 from mlsubmit.errors import did_you_mean, invalid_value
 
@@ -39,7 +39,7 @@ def config(
     Migrates too: `mlsubmit config --config OLD.yaml --format vertex` turns a legacy trainingInput into Vertex
     AI worker pools (and back with --format legacy), warning about every setting that could not be mapped.
     """
-    from mlsubmit import requests
+    from mlsubmit.jobspec import requests
     from mlsubmit.commands._spec_options import spec_from_options
 
     if fmt not in FORMATS:
@@ -51,7 +51,7 @@ def config(
         # what the file has no field for (Vertex: region, display name, labels; legacy: the job id) lands here
         comment = requests.vertex_command_comment(spec) if fmt == "vertex" else requests.legacy_command_comment(spec)
     else:
-        from mlsubmit import tuning_requests
+        from mlsubmit.tuning import requests as tuning_requests
 
         notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")] + tuning_notes
         document, conversion_notes = tuning_requests.config_document(tuning, spec, fmt)
@@ -69,7 +69,7 @@ def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) ->
     """The tuning spec of `--hptune-config` (which wins), else the one inside `--config`, and its notes."""
     if hptune_config is None and not config:
         return None, []
-    from mlsubmit import tuning_requests
+    from mlsubmit.tuning import requests as tuning_requests
 
     if hptune_config is not None:
         return tuning_requests.read_file(hptune_config, only_tuning=True)

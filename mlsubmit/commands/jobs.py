@@ -112,7 +112,7 @@ def wait_command(
 ) -> None:
     """Wait until a job ends, with a live status line; Ctrl-C detaches. Exit 0 only if it SUCCEEDED."""
     from mlsubmit.commands._jobs_view import finish, follow, print_json, status_json
-    from mlsubmit.spec_input import parse_duration
+    from mlsubmit.jobspec.spec_input import parse_duration
 
     _checked_output(output)
     seconds = parse_duration(timeout, "--timeout") if timeout is not None else None

@@ -115,7 +115,7 @@ def package_command(
         _warn_secrets(planned.plan.excluded_secrets)
         _render_dry_run(planned, output)
         return
-    from mlsubmit.storage import RetryPolicy
+    from mlsubmit.cloud.storage import RetryPolicy
 
     retry = RetryPolicy.from_env()
     if stage_to is not None:
@@ -125,7 +125,7 @@ def package_command(
     _warn_secrets(plan.excluded_secrets)
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
                                     stage_to=stage_to, retry=retry, show_progress=True, extras=extras)
-    from mlsubmit.runtime_dist import package_runtime
+    from mlsubmit.packaging.runtime_dist import package_runtime
 
     _render(result, output, package_runtime(plan, dist_dir=dist_dir, stage_to=stage_to, retry=retry))
 

@@ -1,6 +1,6 @@
 """`mlsubmit train`: run the job spec — `--local` runs it on this machine, one process per replica.
 
-Parses and renders only: the work is mlsubmit.local_run; without --local, mlsubmit.commands._cloud_train
+Parses and renders only: the work is mlsubmit.local.local_run; without --local, mlsubmit.commands._cloud_train
 submits the job to Vertex AI / AI Platform and follows it.
 """
 
@@ -67,14 +67,14 @@ def _port(text: Optional[str]) -> Optional[int]:
 def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Optional[int],
                  package_flags: dict[str, Any]) -> None:
     from mlsubmit.commands._spec_options import spec_from_options
-    from mlsubmit.local_run import run_local
+    from mlsubmit.local.local_run import run_local
     from mlsubmit.packaging import resolve_extras
     from mlsubmit.packaging.requirements_txt import split_requirements
 
     spec, notes = spec_from_options(spec_flags, target="local")
-    from mlsubmit.tuning_requests import refuse_tuning
+    from mlsubmit.tuning.requests import refuse_tuning
     refuse_tuning(spec_flags.get("config"))
-    from mlsubmit.requests import require_python_package
+    from mlsubmit.jobspec.requests import require_python_package
     require_python_package(spec)
     for note in notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
@@ -91,7 +91,7 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(outcome.state, "yellow")
     typer.secho(f"job {job.job_id} {outcome.state} in {outcome.seconds:.1f} s — exit codes: {codes}", fg=colour,
                 bold=True)
-    from mlsubmit.job_dir_report import describe, devices_used
+    from mlsubmit.local.job_dir_report import describe, devices_used
 
     where = describe(job.job_dir, api=api)
     if job.emulated_devices:

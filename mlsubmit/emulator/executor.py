@@ -2,8 +2,8 @@
 
 - A queue and at most `max_running` jobs preparing or running at once; the rest wait in order.
 - PREPARING fetches the package URIs from Cloud Storage and installs them into an isolated venv (`prepare`).
-- RUNNING starts one process per replica with `mlsubmit.runner.Runner` — the runner of `mlsubmit train
-  --local` — each with the environment its service sets (`mlsubmit.local_job.plan`: TF_CONFIG naming the chief
+- RUNNING starts one process per replica with `mlsubmit.local.runner.Runner` — the runner of `mlsubmit train
+  --local` — each with the environment its service sets (`mlsubmit.local.local_job.plan`: TF_CONFIG naming the chief
   `master` for legacy AI Platform and `chief` for Vertex AI, CLUSTER_SPEC, AIP_* directories, CLOUD_ML_JOB_ID)
   and the program and arguments of the job body (`plan`). Every output line becomes a log entry of its task.
 - The job ends as the runner's outcome says; a failure carries the failing replica's exit status and last lines,
@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mlsubmit import children
+from mlsubmit.local import children
 from mlsubmit.emulator import prepare, reaper
 from mlsubmit.emulator.plan import JobPlan, legacy_plan, vertex_plan
 from mlsubmit.emulator.store import Job, Store
@@ -260,6 +260,6 @@ class Executor:
 
     @staticmethod
     def _max_replicas() -> int:
-        from mlsubmit.local_job import MAX_REPLICAS
+        from mlsubmit.local.local_job import MAX_REPLICAS
 
         return MAX_REPLICAS

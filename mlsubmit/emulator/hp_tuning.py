@@ -9,7 +9,7 @@ with trials that really run.
 
 Each trial is a CustomJob of the emulator (trialJobSpec, every pool's args + `--name=value` per parameter, env
 CLOUD_ML_TRIAL_ID and CLOUD_ML_HP_METRIC_FILE), started by a study thread at most `parallelTrialCount` at once with
-values from `mlsubmit.tuning_search` (GRID and RANDOM exact, TPE for the default algorithm). The metric is read as
+values from `mlsubmit.tuning.search` (GRID and RANDOM exact, TPE for the default algorithm). The metric is read as
 the service reads it: the last line of the cloudml-hypertune metrics file that carries the study's metricId. A
 trial that fails, or reports no metric, is INFEASIBLE; more than `maxFailedTrialCount` of them (default: all)
 fail the study. Studies live in memory: they do not survive a restart of the emulator.
@@ -112,7 +112,7 @@ class HpTuning:
     # -- API --------------------------------------------------------------------------------------------------
     def create(self, request: Request) -> tuple[int, dict]:
         from mlsubmit.errors import UsageError
-        from mlsubmit.tuning_requests import from_vertex
+        from mlsubmit.tuning.requests import from_vertex
 
         body = checked_body("aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob", request.body or {})
         for key in ("displayName", "studySpec", "maxTrialCount", "parallelTrialCount", "trialJobSpec"):
@@ -201,7 +201,7 @@ class HpTuning:
 
     # -- the study thread ------------------------------------------------------------------------------------
     def _drive(self, study: Study) -> None:
-        from mlsubmit.tuning_search import Search
+        from mlsubmit.tuning.search import Search
 
         try:
             search = Search(study.tuning, seed=int(study.name.rsplit("/", 1)[-1]) % 2**31)
@@ -286,7 +286,7 @@ class HpTuning:
 
 def _trial_spec(body: dict[str, Any], values: dict[str, Any], trial_id: str, metric_file: str) -> dict[str, Any]:
     """The trialJobSpec with the trial's `--name=value` arguments and hypertune environment in every pool."""
-    from mlsubmit.tuning_search import trial_args
+    from mlsubmit.tuning.search import trial_args
 
     spec = json.loads(json.dumps(body["trialJobSpec"]))
     for pool in spec.get("workerPoolSpecs") or []:

@@ -1,6 +1,6 @@
-"""RUNNING: the replicas of a job plan started with `mlsubmit.runner.Runner`, and its outcome in the API's words.
+"""RUNNING: the replicas of a job plan started with `mlsubmit.local.runner.Runner`, and its outcome in the API's words.
 
-The service environment comes from `mlsubmit.local_job.plan` (the one place that knows what Vertex AI and
+The service environment comes from `mlsubmit.local.local_job.plan` (the one place that knows what Vertex AI and
 legacy AI Platform set); the program and arguments come from the job body (`plan.Replica`), because the
 service runs them unchanged — it never adds `--emulate-devices`, and only legacy AI Platform adds `--job-dir`.
 """
@@ -53,8 +53,8 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
                on_line: Callable[[str, str], None],
                on_started: Callable[[dict[str, int]], None] = lambda pids: None) -> JobRunner:
     """A JobRunner for every replica of `plan`, run by `python` (the job's venv) in `work`."""
-    from mlsubmit import local_job
-    from mlsubmit.runner import Replica, Runner
+    from mlsubmit.local import local_job
+    from mlsubmit.local.runner import Replica, Runner
 
     ports = local_job.reserve_ports(len(plan.replicas))
     service = local_job.plan(plan.spec, api=plan.api, job_id=plan.job_id, job_dir=plan.base_output_dir or "",
@@ -78,7 +78,7 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
 
 def outcome_of(plan: JobPlan, outcome: Any, *, timed_out: bool) -> tuple[str, str | None, str | None]:
     """(state, error message, google.rpc status name) of a finished run, worded as the service words it."""
-    from mlsubmit.runner import describe_exit
+    from mlsubmit.local.runner import describe_exit
 
     if timed_out:
         seconds = plan.spec.max_runtime_seconds

@@ -1,6 +1,6 @@
 """From an accepted job body to the replicas the emulator starts, each with the environment its service sets.
 
-The cluster shape comes from the reverse mappings of `mlsubmit.requests` (`draft_from_vertex`,
+The cluster shape comes from the reverse mappings of `mlsubmit.jobspec.requests` (`draft_from_vertex`,
 `draft_from_legacy`) and `build_spec`, so machine types, counts and accelerators are checked exactly as
 `mlsubmit config` checks them; a problem is a 400 INVALID_ARGUMENT naming the body's field. The program each
 replica runs is taken from the body as the service would run it:
@@ -11,7 +11,7 @@ replica runs is taken from the body as the service would run it:
   replica. Task names: `master-replica-0`, `worker-replica-0`, `ps-replica-0`, `evaluator-replica-0`.
 
 The environment each service sets (TF_CONFIG, CLUSTER_SPEC, AIP_*, CLOUD_ML_JOB_ID) is added when the replicas
-start (`launch`), from `mlsubmit.local_job.plan`, once the ports are known.
+start (`launch`), from `mlsubmit.local.local_job.plan`, once the ports are known.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.emulator.errors import field_error
 from mlsubmit.errors import UsageError
-from mlsubmit.spec import LEGACY_JOB_ID, JobSpec
+from mlsubmit.jobspec.spec import LEGACY_JOB_ID, JobSpec
 
 LEGACY_TASK_TYPES = {"chief": "master", "worker": "worker", "ps": "ps", "evaluator": "evaluator"}
 
@@ -55,7 +55,7 @@ class JobPlan:
 
 
 def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
-    from mlsubmit.spec_input import build_spec
+    from mlsubmit.jobspec.spec_input import build_spec
 
     try:
         spec = build_spec(draft)
@@ -77,7 +77,7 @@ def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
 
 def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) -> JobPlan:
     """The plan of a checked CustomJob body. Raises ApiError 400 for what the service would refuse."""
-    from mlsubmit.requests import draft_from_vertex
+    from mlsubmit.jobspec.requests import draft_from_vertex
 
     pools = body["jobSpec"].get("workerPoolSpecs") or []
     for index, pool in enumerate(pools):
@@ -112,7 +112,7 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
 
 def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
     """The plan of a checked legacy Job body. Raises ApiError 400 for what the service would refuse."""
-    from mlsubmit.requests import draft_from_legacy
+    from mlsubmit.jobspec.requests import draft_from_legacy
 
     job_id, training = body["jobId"], body.get("trainingInput") or {}
     if not LEGACY_JOB_ID.fullmatch(job_id):

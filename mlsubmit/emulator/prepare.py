@@ -1,7 +1,7 @@
 """PREPARING: fetch a job's package URIs from Cloud Storage and install them into an isolated venv.
 
 The packages are installed as the service installs them: offline `pip install` of each sdist into a fresh venv
-(`mlsubmit.packaging.install_into_venv`), never the working tree, into the venvs `mlsubmit.venvs` keeps under
+(`mlsubmit.packaging.install_into_venv`), never the working tree, into the venvs `mlsubmit.local.venvs` keeps under
 `$MLSUBMIT_HOME/venvs/<sha256 of the packages>-pyXY` — the ones `mlsubmit train --local` uses, so both share the
 install of an unchanged trainer; a venv is renamed into place only when complete.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from mlsubmit import storage
+from mlsubmit.cloud import storage
 from mlsubmit.emulator.errors import field_error
 from mlsubmit.emulator.plan import JobPlan
 from mlsubmit.errors import MlsubmitError
@@ -62,7 +62,7 @@ def fetch(plan: JobPlan, into: Path) -> list[Path]:
 
 def venv_python(packages: list[Path], say=lambda text: None) -> Path:
     """The python of a venv holding `packages` (installed now, or earlier by an identical job). Raises PrepareError."""
-    from mlsubmit.venvs import cached_venv, venv_dir_for
+    from mlsubmit.local.venvs import cached_venv, venv_dir_for
 
     current: list[Path] = []
 

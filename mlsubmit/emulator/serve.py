@@ -42,7 +42,7 @@ def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str |
     _check_data_dir(data_dir)
     gcs = None
     if gcs_endpoint is None:
-        from mlsubmit.gcs_emulator import GcsEmulator
+        from mlsubmit.emulator.gcs_emulator import GcsEmulator
 
         try:
             gcs = GcsEmulator(port=gcs_port).start()
@@ -76,7 +76,7 @@ def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str |
 def _create_buckets(gcs_endpoint: str, buckets: tuple[str, ...]) -> None:
     import urllib.error
 
-    from mlsubmit.gcs_emulator import create_bucket
+    from mlsubmit.emulator.gcs_emulator import create_bucket
 
     for name in buckets:
         try:

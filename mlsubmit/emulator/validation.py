@@ -1,7 +1,7 @@
 """Check a create request against its schema in the discovery document, as the service's front end does.
 
 Three passes, all derived from google-api-python-client's shipped discovery documents (never a hand-kept list):
-`mlsubmit.discovery.validate` (field names, JSON types, enums, int64 strings, formats); required fields (the
+`mlsubmit.jobspec.discovery.validate` (field names, JSON types, enums, int64 strings, formats); required fields (the
 documents mark them with a description that starts "Required."; enum fields are exempt because proto3 cannot
 tell an absent enum from its first value); and output-only fields (description "Output only."), which a
 client may send back and the service ignores, so they are dropped.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mlsubmit import discovery
+from mlsubmit.jobspec import discovery
 from mlsubmit.emulator.errors import violations_error
 
 

@@ -39,9 +39,9 @@ def resolve_extras(values: list[str] | tuple[str, ...] | None, *, flag: str = "-
     Raises:
         UsageError: a path that does not exist or is neither an archive nor a package directory.
     """
-    from mlsubmit import storage
+    from mlsubmit.cloud import storage
     from mlsubmit.packaging.sdist import build_sdist
-    from mlsubmit.venvs import mlsubmit_home
+    from mlsubmit.local.venvs import mlsubmit_home
 
     found = []
     for given in split_paths(values):

@@ -153,7 +153,7 @@ def normalise(sdist: Path, epoch: int) -> bytes:
 
 
 def _cache_dir() -> Path:
-    from mlsubmit.venvs import mlsubmit_home
+    from mlsubmit.local.venvs import mlsubmit_home
 
     return mlsubmit_home() / "sdists"
 

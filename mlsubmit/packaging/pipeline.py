@@ -15,7 +15,7 @@ from mlsubmit.packaging.preflight import PreflightResult, module_missing, prefli
 from mlsubmit.packaging.sdist import Sdist, SdistPlan, archive_digest, copy_sdist, plan_sdist, write_sdist
 from mlsubmit.packaging.extras import ExtraPackage
 from mlsubmit.packaging.stage import StagedPackage, check_destination, content_uri, stage, stage_extra
-from mlsubmit.storage import RetryPolicy
+from mlsubmit.cloud.storage import RetryPolicy
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import venv
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit import children  # pip and the checks run as children that die with us and can be stopped
+from mlsubmit.local import children  # pip and the checks run as children that die with us and can be stopped
 from mlsubmit.errors import UsageError
 from mlsubmit.packaging.requirements import install_requirements, needs_build_isolation
 from mlsubmit.packaging.sdist import Sdist
@@ -235,7 +235,7 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
     with tempfile.TemporaryDirectory(prefix="mlsubmit-preflight-") as tmp:
         work = Path(tmp)
         venv_dir, installed = work / "venv", ()
-        from mlsubmit.runtime_dist import build_runtime, sdist_needs_runtime
+        from mlsubmit.packaging.runtime_dist import build_runtime, sdist_needs_runtime
 
         if sdist_needs_runtime(sdist.path):  # installed first, as the job's package URIs list it
             extra_packages = (build_runtime(work).path, *extra_packages)

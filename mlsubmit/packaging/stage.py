@@ -2,7 +2,7 @@
 
 `gs://BUCKET/PREFIX` → `gs://BUCKET/PREFIX/packages/<sha256>/<file>.tar.gz` (gcloud's layout under a job
 dir); a plain directory `DIR` → `DIR/packages/<sha256>/<file>.tar.gz` (for local runs). The semantics —
-create-only, skip when identical, checksum verified, retried — are `mlsubmit.storage.put_file`'s.
+create-only, skip when identical, checksum verified, retried — are `mlsubmit.cloud.storage.put_file`'s.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit import storage
+from mlsubmit.cloud import storage
 from mlsubmit.errors import OperationFailed, invalid_value
 from mlsubmit.packaging.extras import ExtraPackage
 from mlsubmit.packaging.sdist import Sdist, file_sha256

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlsubmit.storage import Checksums
+from mlsubmit.cloud.storage import Checksums
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A job dir (local or gs://) is trusted only through its MANIFEST.json, which the trainer writes last: without it the
 dir is incomplete; with it, every listed file must be present with the listed size and sha256, or the dir is refused
 as incomplete or corrupt, naming the file. Files of a gs:// job dir are downloaded (crc32c-checked and retried by
-`mlsubmit.storage.get_file`) into the content-addressed cache (`mlsubmit.predict.cache`) and reused: a later run
+`mlsubmit.cloud.storage.get_file`) into the content-addressed cache (`mlsubmit.predict.cache`) and reused: a later run
 lists the prefix once and downloads nothing whose cached copy matches both the manifest (sha256) and the object in
 the bucket (its crc32c or MD5), so a file replaced in the bucket after it was cached is still caught. A bare
 .keras/.h5 file (local or gs://) is accepted as it is.
@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 from mlsubmit.predict.cache import Cache, Digests, md5_hex
 from mlsubmit.predict.request import MODEL_SUFFIXES
-from mlsubmit.storage import Checksums, ObjectInfo, get_file, split_gcs, stat
+from mlsubmit.cloud.storage import Checksums, ObjectInfo, get_file, split_gcs, stat
 from mlsubmit_runtime.artifacts import FORMAT as MANIFEST_FORMAT  # the format trainers write, in one place
 from mlsubmit_runtime.artifacts import MANIFEST
 
@@ -109,7 +109,7 @@ def local_job_dir(name: str) -> ModelSource:
 
 def _listing(uri: str) -> dict[str, ObjectInfo]:
     """Every object below the gs:// prefix, by path relative to it (one list request per 1,000 objects)."""
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     bucket_name, prefix = split_gcs(uri)
     prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""

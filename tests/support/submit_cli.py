@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from mlsubmit import children
+from mlsubmit.local import children
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from mlsubmit.children import popen_kwargs
+from mlsubmit.local.children import popen_kwargs
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
@@ -198,7 +198,7 @@ def stage_packages(package_dir: Path, gcs_endpoint: str, bucket: str) -> tuple[s
     """`stage_package`, with mlsubmit-runtime's sdist staged first when the package uses it (as `mlsubmit train`
     lists them in packageUris); returns the URIs in that order."""
     from mlsubmit.packaging import build_sdist, plan_sdist, stage
-    from mlsubmit.runtime_dist import build_runtime, needs_runtime
+    from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
 
     saved = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = gcs_endpoint

@@ -8,7 +8,7 @@ CLOUD_ML_JOB_ID. The arguments are the user's, unchanged, as the services pass t
 `--job-dir DIR` when the job has one; Vertex AI adds nothing. A pool with more GPUs than this machine has is
 planned with `emulate_devices` (mlsubmit_runtime.EMULATE_DEVICES_VARIABLE in the environment, never an argument).
 
-`reserve_ports()` and `gpus_on_this_machine()` look at the machine; `mlsubmit.local_run` puts it all together.
+`reserve_ports()` and `gpus_on_this_machine()` look at the machine; `mlsubmit.local.local_run` puts it all together.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
-from mlsubmit.spec import JobSpec
+from mlsubmit.jobspec.spec import JobSpec
 
 APIS = ("vertex", "legacy")
 _POOL = {"chief": "workerpool0", "worker": "workerpool1", "ps": "workerpool2", "evaluator": "workerpool3"}

@@ -23,7 +23,7 @@ import itertools
 import random
 from typing import Any
 
-from mlsubmit.tuning_spec import Parameter, TuningSpec
+from mlsubmit.tuning.spec import Parameter, TuningSpec
 
 
 def _distribution(param: Parameter) -> Any:

@@ -47,7 +47,7 @@ def describe(job_dir: str | None, *, api: str = "vertex") -> str:
 
 
 def _remote_manifest(job_dir: str) -> str:
-    from mlsubmit import storage
+    from mlsubmit.cloud import storage
     from mlsubmit.errors import MlsubmitError
 
     try:

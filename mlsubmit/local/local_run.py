@@ -4,7 +4,7 @@
 2. build the trainer's sdist (mlsubmit.packaging) — and mlsubmit-runtime's when the trainer uses it — and install
    them offline into an isolated venv, as the cloud installs the packages on its image — never the working tree.
    The venv is kept under $MLSUBMIT_HOME/venvs/<sha256 of the sdists>, so an unchanged trainer is installed once;
-3. plan every replica's environment (mlsubmit.local_job) and run them (mlsubmit.runner).
+3. plan every replica's environment (mlsubmit.local.local_job) and run them (mlsubmit.local.runner).
 
 Everything the user reads goes through `say`; the CLI decides how it looks.
 """
@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit import local_job
+from mlsubmit.local import local_job
 from mlsubmit.errors import invalid_value
-from mlsubmit.runner import Outcome, Replica, Runner
-from mlsubmit.spec import JobSpec
+from mlsubmit.local.runner import Outcome, Replica, Runner
+from mlsubmit.jobspec.spec import JobSpec
 from mlsubmit_runtime import EMULATE_DEVICES_VARIABLE
 
 # Variables of the calling shell that would make a replica something other than what the service starts.
@@ -44,8 +44,8 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
     the venv's python and the package's distribution name."""
     from mlsubmit import packaging
     from mlsubmit.packaging.preflight import check_module
-    from mlsubmit.runtime_dist import build_runtime, needs_runtime
-    from mlsubmit.venvs import cached_venv
+    from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
+    from mlsubmit.local.venvs import cached_venv
 
     local_extras = [extra.path for extra in extras if extra.path is not None]
     if len(local_extras) != len(extras):
@@ -86,13 +86,13 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
               start_port: int | None = None, say: Callable[[str], None], color: bool = False,
               requirements: tuple[str, ...] = (), extras: tuple = ()) -> LocalRun:
     """Run `spec` here to the end. Raises UsageError (nothing started) for input this machine cannot run."""
-    from mlsubmit.job_names import generate_job_name
+    from mlsubmit.jobspec.job_names import generate_job_name
 
     local_job.check_runnable(spec)
     if api not in local_job.APIS:
         raise invalid_value("--api", api, " or ".join(local_job.APIS))
     if api == "legacy":
-        from mlsubmit.requests import reject_env_for_legacy
+        from mlsubmit.jobspec.requests import reject_env_for_legacy
 
         reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)

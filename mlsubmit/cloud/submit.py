@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlsubmit import requests as request_builders
+from mlsubmit.jobspec import requests as request_builders
 from mlsubmit.backends.base import REQUEST_LABEL, JobStatus
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
-from mlsubmit.job_names import generate_job_name
-from mlsubmit.runtime_dist import planned_runtime
-from mlsubmit.settings import Settings
-from mlsubmit.spec import JobSpec
+from mlsubmit.jobspec.job_names import generate_job_name
+from mlsubmit.packaging.runtime_dist import planned_runtime
+from mlsubmit.cloud.settings import Settings
+from mlsubmit.jobspec.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
             extras: tuple[Any, ...] = (), request_key: str | None = None) -> Submission:
     """Decide the whole submission without network or credentials. Raises UsageError for anything wrong.
     `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
-    from mlsubmit import discovery, packaging
+    from mlsubmit import packaging
+    from mlsubmit.jobspec import discovery
     from mlsubmit.backends import check_api
 
     check_api(api)
@@ -146,7 +147,8 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
 
 def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any, show_progress: bool,
                say: Callable[[str], None]) -> Any:
-    from mlsubmit import packaging, storage
+    from mlsubmit import packaging
+    from mlsubmit.cloud import storage
 
     found = storage.stat(planned.uri, retry=retry)
     if found is not None:

@@ -1,8 +1,8 @@
-"""JobSpec: one training job, immutable and validated against the table in `mlsubmit.machines` when built.
+"""JobSpec: one training job, immutable and validated against the table in `mlsubmit.jobspec.machines` when built.
 
-A JobSpec does not know which API it will be sent to: `mlsubmit.requests` renders it as a Vertex AI
+A JobSpec does not know which API it will be sent to: `mlsubmit.jobspec.requests` renders it as a Vertex AI
 CustomJob or a legacy AI Platform Job, and the local runner reads its pools directly. Build one from flags
-and/or YAML with `mlsubmit.spec_input.build_spec`; change one with `spec.replace(**changes)` (validated
+and/or YAML with `mlsubmit.jobspec.spec_input.build_spec`; change one with `spec.replace(**changes)` (validated
 again).
 
 Example:
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 
 TARGETS = ("cloud", "local")  # cloud: Vertex AI / AI Platform (gs:// paths); local: this machine
@@ -54,7 +54,7 @@ def whole_number(value: Any, field: str, minimum: int = 0) -> int:
 def _check_prebuilt(image: str, python: str | None) -> None:
     """An image under a Vertex AI training registry must be one the table knows: a made-up name fails in the
     cloud only after the queue. A Python version given with an image must be the image's."""
-    from mlsubmit import images
+    from mlsubmit.jobspec import images
 
     known = images.find(image)
     if python is not None and (known is None or known.python != str(python)):
@@ -73,7 +73,7 @@ def _check_prebuilt(image: str, python: str | None) -> None:
             else:
                 hint = f"use {images.tensorflow_image(f'{found.group(2)}.{found.group(3)}', found.group(1)).uri}"
         raise invalid_value("--executor-image", image, "a Vertex AI prebuilt training image that exists (see "
-                            "mlsubmit.images)", hint=hint)
+                            "mlsubmit.jobspec.images)", hint=hint)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A `SpecDraft` holds raw values, each optional, with the name the user knows each one by (`--workers` or
 `trainingInput.workerCount`) so errors point at what they typed. Flags override YAML (`merge`); `build_spec`
-fills defaults from `mlsubmit.machines` and builds the JobSpec, which validates the whole.
+fills defaults from `mlsubmit.jobspec.machines` and builds the JobSpec, which validates the whole.
 
 Example:
     >>> build_spec(SpecDraft(tier="CUSTOM", chief=RoleDraft(accelerator_count=4))).pools["chief"]
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlsubmit import machines
+from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
-from mlsubmit.spec import JobSpec, Pool, whole_number
+from mlsubmit.jobspec.spec import JobSpec, Pool, whole_number
 
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")  # ASCII digits only
 MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's limit (10,000 years), for timeout fields
@@ -242,17 +242,18 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
     Returns:
         (draft, notes): what was read, and one note per setting that has no place in a JobSpec.
     Raises:
-        UsageError: unreadable, oversized or malformed YAML (see mlsubmit.safe_yaml), unknown keys (with
+        UsageError: unreadable, oversized or malformed YAML (see mlsubmit.jobspec.safe_yaml), unknown keys (with
             did-you-mean), wrong types.
     """
-    from mlsubmit import discovery, requests
-    from mlsubmit.safe_yaml import load_file
+    from mlsubmit.jobspec import discovery
+    from mlsubmit.jobspec import requests
+    from mlsubmit.jobspec.safe_yaml import load_file
 
     document = load_file(path, "--config")  # only `--config` pays for the YAML parser
     if not isinstance(document, dict):
         raise invalid_value(f"--config {path}", type(document).__name__, "a YAML mapping (trainingInput: or "
                             "workerPoolSpecs:)")
-    from mlsubmit import tuning_requests
+    from mlsubmit.tuning import requests as tuning_requests
 
     document = tuning_requests.normalize(document)  # discrete values [False, True] are 0 and 1, as gcloud reads them
     if "trialJobSpec" in document or "studySpec" in document:  # a Vertex HyperparameterTuningJob: its trials' job

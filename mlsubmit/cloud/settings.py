@@ -98,7 +98,7 @@ def check_endpoint(url: str, field_name: str = "--endpoint") -> str:
 
 def normalise_bucket(value: str, field_name: str) -> str:
     """`bkt`, `gs://bkt` or `gs://bkt/prefix/` → `gs://bkt` / `gs://bkt/prefix`, the bucket name checked."""
-    from mlsubmit.storage import split_gcs
+    from mlsubmit.cloud.storage import split_gcs
 
     text = value.strip()
     if "://" in text and not text.startswith("gs://"):

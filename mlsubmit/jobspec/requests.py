@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlsubmit import images, machines
+from mlsubmit.jobspec import images
+
+from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
-from mlsubmit.spec import LEGACY_JOB_ID, JobSpec, Pool
-from mlsubmit.spec_input import RoleDraft, SpecDraft
+from mlsubmit.jobspec.spec import LEGACY_JOB_ID, JobSpec, Pool
+from mlsubmit.jobspec.spec_input import RoleDraft, SpecDraft
 
 FORMATS = ("vertex", "legacy")
 # role -> (machine type key, config key, count key) in a legacy trainingInput
@@ -239,7 +241,7 @@ def _container(spec: JobSpec, role: str) -> dict[str, Any] | None:
 
 def executor_image(spec: JobSpec, kind: str) -> str:
     """The executorImageUri of a pool whose accelerators are of `kind` ("cpu", "gpu" or "tpu"): the image given,
-    else the TensorFlow image of the runtime (and Python) version from mlsubmit.images."""
+    else the TensorFlow image of the runtime (and Python) version from mlsubmit.jobspec.images."""
     if spec.executor_image:
         return spec.executor_image
     default = images.DEFAULT_TPU_TENSORFLOW if kind == "tpu" else images.DEFAULT_TENSORFLOW

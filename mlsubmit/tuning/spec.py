@@ -2,7 +2,7 @@
 
 It holds what both services' tuning specs share: one metric and its goal, the parameters (DOUBLE, INTEGER,
 CATEGORICAL, DISCRETE with a scale), trial counts, the algorithm and early stopping. The trials themselves run the
-job of a JobSpec; `mlsubmit.tuning_requests` renders the pair as a Vertex AI HyperparameterTuningJob or a legacy
+job of a JobSpec; `mlsubmit.tuning.requests` renders the pair as a Vertex AI HyperparameterTuningJob or a legacy
 `trainingInput.hyperparameters`, and reads both back.
 
 Every mistake is one UsageError naming the parameter and the field as the user wrote them

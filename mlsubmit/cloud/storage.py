@@ -156,7 +156,7 @@ def _gcs_errors(uri: str, *, probing: bool, retry_seconds: float):
     try:
         yield
     except (auth.DefaultCredentialsError, auth.RefreshError, auth.TransportError) as err:
-        from mlsubmit.clients import credentials_error
+        from mlsubmit.cloud.clients import credentials_error
 
         raise credentials_error(err) from None
     except api.GoogleAPICallError as err:
@@ -173,7 +173,7 @@ def _gcs_errors(uri: str, *, probing: bool, retry_seconds: float):
         _raise_transient(err, uri, probing, retry_seconds)
     except (api.RetryError, requests.ConnectionError, ConnectionError) as err:
         if isinstance(getattr(err, "cause", None), auth.TransportError):  # the token, not the storage API
-            from mlsubmit.clients import credentials_error
+            from mlsubmit.cloud.clients import credentials_error
 
             raise credentials_error(err.cause) from None
         _raise_transient(err, uri, probing, retry_seconds)
@@ -196,7 +196,7 @@ def stat(uri: str, *, retry: RetryPolicy | None = None) -> ObjectInfo | None:
     if not is_gcs(uri):
         path = Path(uri)
         return ObjectInfo(uri, path.stat().st_size, file_checksums(path)) if path.is_file() else None
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     policy = retry or RetryPolicy.from_env()
     bucket_name, name = split_gcs(uri)
@@ -253,7 +253,7 @@ class _Reader:
 def _put_gcs(path: Path, uri: str, policy: RetryPolicy, show_progress: bool) -> Upload:
     from google.api_core.exceptions import PreconditionFailed
 
-    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.emulator.gcs_emulator import storage_client
 
     local = file_checksums(path)
     existing = stat(uri, retry=policy)
@@ -339,7 +339,7 @@ def get_file(uri: str, destination: str | os.PathLike, *, retry: RetryPolicy | N
         if is_gcs(uri):
             from google.api_core.exceptions import NotFound
 
-            from mlsubmit.gcs_emulator import storage_client
+            from mlsubmit.emulator.gcs_emulator import storage_client
 
             policy = retry or RetryPolicy.from_env()
             bucket_name, name = split_gcs(uri)

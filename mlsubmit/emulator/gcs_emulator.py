@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlsubmit.children import popen_kwargs
+from mlsubmit.local.children import popen_kwargs
 from mlsubmit.errors import UsageError
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlsubmit import requests
+from mlsubmit.jobspec import requests
 from mlsubmit.errors import UsageError, invalid_value
-from mlsubmit.spec import JobSpec
-from mlsubmit.tuning_spec import DEFAULT_METRIC, Parameter, TuningSpec
+from mlsubmit.jobspec.spec import JobSpec
+from mlsubmit.tuning.spec import DEFAULT_METRIC, Parameter, TuningSpec
 
 VERTEX_KEYS = ("maxTrialCount", "parallelTrialCount", "maxFailedTrialCount")
 LEGACY_KEYS = ("maxTrials", "maxParallelTrials", "maxFailedTrials")
@@ -260,7 +260,7 @@ def normalize(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(path: str | Path, schema: str, api: str, document: dict[str, Any]) -> None:
-    from mlsubmit import discovery
+    from mlsubmit.jobspec import discovery
 
     violations = discovery.validate(api, schema, document, lenient_numbers=True)
     if violations:

@@ -1,6 +1,6 @@
 """The one table of facts about where a job can run: tiers, machine types, accelerators, counts, regions.
 
-Validation (`mlsubmit.spec`), request bodies (`mlsubmit.requests`), help text and CLI choices are all derived
+Validation (`mlsubmit.jobspec.spec`), request bodies (`mlsubmit.jobspec.requests`), help text and CLI choices are all derived
 from these tables; nothing else lists a machine type or an accelerator. Sources: ../shared/REFERENCE.md (n1
 GPU counts, tiers, legacy machine types, TPU rules) and Compute Engine's GPU machine families (a2, a3, g2);
 the region table is a snapshot of Vertex AI custom-training availability and may lag Google's.

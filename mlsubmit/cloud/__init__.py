@@ -1,0 +1,1 @@
+"""Google Cloud access: project/region settings, the one API client factory, Cloud Storage, and submitting a job once."""
