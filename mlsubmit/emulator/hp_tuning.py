@@ -36,6 +36,7 @@ from mlsubmit.emulator.server import Request, Router
 from mlsubmit.emulator.store import Job
 from mlsubmit.emulator.times import now
 from mlsubmit.emulator.validation import checked_body
+from mlsubmit.tuning_trial import read_metric
 
 _PARENT = r"/v1/projects/(?P<project>[^/:]+)/locations/(?P<location>[^/:]+)"
 _STUDY = _PARENT + r"/hyperparameterTuningJobs/(?P<job>[^/:]+)"
@@ -297,22 +298,6 @@ def _trial_spec(body: dict[str, Any], values: dict[str, Any], trial_id: str, met
         package["env"] = [*(package.get("env") or []), {"name": "CLOUD_ML_TRIAL_ID", "value": trial_id},
                           {"name": "CLOUD_ML_HP_METRIC_FILE", "value": metric_file}]
     return spec
-
-
-def read_metric(path: Path, metric: str) -> tuple[float | None, int]:
-    """(value, step) of the last line of a cloudml-hypertune metrics file that carries `metric`."""
-    value, step = None, 0
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None, 0
-    for line in lines:
-        try:
-            entry = json.loads(line)
-            value, step = float(entry[metric]), int(float(entry.get("global_step") or 0))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return value, step
 
 
 def register(router: Router, emulator: Any) -> HpTuning:

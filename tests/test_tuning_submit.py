@@ -1,0 +1,144 @@
+"""Tuning jobs end to end with a tiny real trainer (numpy, reporting through the real cloudml-hypertune package):
+`mlsubmit train --hptune-config` against the training-service emulator (a Vertex AI hyperparameterTuningJob of 4
+trials, 2 at once), followed with `mlsubmit jobs` and the real gcloud; and `mlsubmit train --local` running the
+trials here."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.hypertune_package import expected_mse, make_hp_project
+
+pytest_plugins = ["support.training_emulator", "support.submit_cli"]
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGACY_SPEC = """\
+trainingInput:
+  hyperparameters:
+    goal: MINIMIZE
+    hyperparameterMetricTag: mse
+    maxTrials: 4
+    maxParallelTrials: 2
+    algorithm: GRID_SEARCH
+    params:
+      - parameterName: learning_rate
+        type: DISCRETE
+        discreteValues: [0.01, 0.1]
+      - parameterName: optimizer
+        type: CATEGORICAL
+        categoricalValues: [sgd, momentum]
+"""
+VERTEX_SPEC = """\
+studySpec:
+  metrics: [{metricId: mse, goal: MINIMIZE}]
+  algorithm: GRID_SEARCH
+  parameters:
+    - parameterId: learning_rate
+      discreteValueSpec: {values: [0.01, 0.1]}
+    - parameterId: optimizer
+      categoricalValueSpec: {values: [sgd, momentum]}
+maxTrialCount: 4
+parallelTrialCount: 2
+"""
+POINTS = {(0.01, "sgd"), (0.01, "momentum"), (0.1, "sgd"), (0.1, "momentum")}
+BEST = (0.1, "sgd")  # the lowest mse of the grid
+
+
+@pytest.fixture(scope="module")
+def hp_project(tmp_path_factory):
+    return str(make_hp_project(tmp_path_factory.mktemp("hp-project") / "proj"))
+
+
+def _peak(trials: list[dict]) -> int:
+    events = sorted([(t["startTime"], 1) for t in trials] + [(t["endTime"], -1) for t in trials])
+    running = peak = 0
+    for _, change in events:
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+def test_train_creates_a_vertex_tuning_job_and_jobs_show_its_trials(cloud, hp_project, tmp_path):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(VERTEX_SPEC)
+    run = cloud.run("train", "--package-path", hp_project, "--python-module", "hptrainer.task", "--job-name",
+                    "hp-study", "--hptune-config", str(spec), "--stream-logs")
+    assert run.code == 0, run.stderr[-3000:]
+    study_id = re.search(r"job (\d+) \(hp-study\) accepted", run.stderr).group(1)
+    # the trials' logs streamed, each line named by its trial; then the results table with the best marked
+    assert re.search(r"trial-\d/workerpool0-0 \| trial \d: lr 0\.1 -> mse", run.stdout)
+    best_row = next(line for line in run.stdout.splitlines() if line.startswith("*"))
+    assert re.search(r"\*\s+\d\s+SUCCEEDED\s+0\.1\s+sgd\s+0\.1898", best_row), run.stdout
+    assert "4 of 4 trials, at most 2 at once; best: trial" in run.stdout
+
+    studies = cloud.emulator.client("aiplatform", "v1").projects().locations().hyperparameterTuningJobs()
+    study = studies.get(name=f"projects/{cloud.project}/locations/us-central1/hyperparameterTuningJobs/"
+                             f"{study_id}").execute()
+    assert study["state"] == "JOB_STATE_SUCCEEDED" and study["labels"]["mlsubmit_request_id"]
+    assert _peak(study["trials"]) <= 2
+    package = study["trialJobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    assert package["pythonModule"] == "hptrainer.task"
+
+    described = cloud.json("jobs", "describe", study_id)
+    tuning = described["tuning"]
+    assert tuning["goal"] == "MINIMIZE" and tuning["metric"] == "mse"
+    values = {(t["parameters"]["learning_rate"], t["parameters"]["optimizer"]): t for t in tuning["trials"]}
+    assert set(values) == POINTS
+    for (rate, optimizer), trial in values.items():
+        assert trial["value"] == pytest.approx(expected_mse(rate, optimizer=optimizer))
+        assert trial["step"] == 20 and trial["best"] == ((rate, optimizer) == BEST)
+    assert tuning["best"] == values[BEST]["id"]
+
+    plot = tmp_path / "trials.png"
+    table = cloud.run("jobs", "describe", study_id, "--plot", str(plot))
+    assert table.code == 0, table.stderr
+    assert "Vertex AI hyperparameter tuning job" in table.stdout and "hptrainer.task" in table.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    listed = cloud.json("jobs", "list", "--tuning")
+    assert [job["job_id"] for job in listed] == [study_id]
+    logs = cloud.run("jobs", "logs", study_id)
+    assert logs.code == 0 and len(re.findall(r"trial-\d/workerpool0-0 \| trial \d: lr", logs.stdout)) == 4
+
+    if shutil.which("gcloud") is None:
+        return
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
+           "CLOUDSDK_CORE_PROJECT": cloud.project, "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+           "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": cloud.emulator.endpoint + "/"}
+    done = subprocess.run(["gcloud", "ai", "hp-tuning-jobs", "list", "--region", "us-central1", "--format", "json"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [j["name"].rsplit("/", 1)[-1] for j in json.loads(done.stdout)] == [study_id]
+
+
+def test_train_local_runs_the_trials_here_two_at_once_with_a_results_table(hp_project, tmp_path):
+    spec = tmp_path / "hptuning_config.yaml"
+    spec.write_text(LEGACY_SPEC)
+    job_dir = tmp_path / "study"
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", hp_project,
+                           "--python-module", "hptrainer.task", "--config", str(spec), "--job-dir", str(job_dir)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "MLSUBMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = {}
+    for trial in range(1, 5):
+        record = json.loads((job_dir / str(trial) / "trial.json").read_text())
+        assert record["trial"] == str(trial) and record["task"] == {"type": "chief", "index": 0, "trial": str(trial)}
+        seen[(record["args"]["learning_rate"], record["args"]["optimizer"])] = record["mse"]
+    assert set(seen) == POINTS
+    best_row = next(line for line in done.stdout.splitlines() if line.startswith("*"))
+    assert re.search(r"\*\s+\d\s+SUCCEEDED\s+0\.1\s+sgd\s+0\.1898", best_row), done.stdout
+    # never more than maxParallelTrials at once: a trial starts only when one of the two before it ended
+    order = [line.split(":")[0] for line in done.stdout.splitlines() if re.match(r"trial \d(:| SUCCEEDED)", line)]
+    running = peak = 0
+    for event in order:
+        running += -1 if event.endswith("SUCCEEDED") else 1
+        peak = max(peak, running)
+    assert peak == 2
+    assert (job_dir / "trials.png").read_bytes()[:4] == b"\x89PNG"
