@@ -142,3 +142,62 @@ def test_train_local_runs_the_trials_here_two_at_once_with_a_results_table(hp_pr
         peak = max(peak, running)
     assert peak == 2
     assert (job_dir / "trials.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_legacy_tuning_job_runs_its_trials_driven_by_mlsubmit_and_by_gcloud(cloud, hp_project, tmp_path):
+    spec = tmp_path / "hptuning_config.yaml"
+    spec.write_text(LEGACY_SPEC)
+    run = cloud.run("train", "--api", "legacy", "--package-path", hp_project, "--python-module", "hptrainer.task",
+                    "--config", str(spec), "--job-name", "legacy_hp", "--stream-logs")
+    assert run.code == 0, run.stderr[-3000:]
+    # four trials ran, each told its trial in TF_CONFIG (the chief named master, as legacy AI Platform named it)
+    assert sorted(re.findall(r"master-replica-0 \| trial (\d): lr .* \(TF_CONFIG task master trial (\d)\)",
+                             run.stdout)) == [(str(n), str(n)) for n in range(1, 5)]
+    assert re.search(r"\*\s+\d\s+SUCCEEDED\s+0\.1\s+sgd\s+0\.1898", run.stdout), run.stdout
+    job = cloud.emulator.legacy_jobs().get(name=f"projects/{cloud.project}/jobs/legacy_hp").execute()
+    output = job["trainingOutput"]
+    assert job["state"] == "SUCCEEDED" and output["isHyperparameterTuningJob"] is True
+    assert output["completedTrialCount"] == "4" and output["hyperparameterMetricTag"] == "mse"
+    trials = {(t["hyperparameters"]["learning_rate"], t["hyperparameters"]["optimizer"]): t for t in output["trials"]}
+    assert set(trials) == {(str(rate), optimizer) for rate, optimizer in POINTS}
+    for (rate, optimizer), trial in trials.items():
+        assert trial["state"] == "SUCCEEDED" and trial["finalMetric"]["trainingStep"] == "20"
+        assert trial["finalMetric"]["objectiveValue"] == pytest.approx(expected_mse(float(rate),
+                                                                                    optimizer=optimizer))
+    assert _peak(output["trials"]) <= 2
+    described = cloud.json("jobs", "describe", "legacy_hp", "--api", "legacy")
+    assert described["tuning"]["trials"][int(described["tuning"]["best"]) - 1]["parameters"] == {
+        "learning_rate": 0.1, "optimizer": "sgd"}
+
+    if shutil.which("gcloud") is None:
+        return
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
+           "CLOUDSDK_CORE_PROJECT": cloud.project, "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+           "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML": cloud.emulator.endpoint + "/"}
+    submitted = subprocess.run(
+        ["gcloud", "ai-platform", "jobs", "submit", "training", "gcloud_hp", "--config", str(spec), "--region",
+         "us-central1", "--module-name", "hptrainer.task", "--packages", job["trainingInput"]["packageUris"][0],
+         "--runtime-version", "2.11", "--python-version", "3.7"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    cloud.emulator.wait(cloud.emulator.legacy_jobs().get(name=f"projects/{cloud.project}/jobs/gcloud_hp").execute)
+    described = subprocess.run(["gcloud", "ai-platform", "jobs", "describe", "gcloud_hp", "--format", "json"],
+                               env=env, capture_output=True, text=True, timeout=120)
+    assert described.returncode == 0, described.stderr[-3000:]
+    done = json.loads(described.stdout)
+    assert done["state"] == "SUCCEEDED" and len(done["trainingOutput"]["trials"]) == 4
+    assert done["trainingInput"]["hyperparameters"]["maxParallelTrials"] == 2
+
+
+def test_a_contradictory_legacy_tuning_spec_is_a_400_naming_the_parameter_field(cloud):
+    body = {"jobId": "bad_hp", "trainingInput": {
+        "scaleTier": "BASIC", "region": "us-central1", "pythonModule": "hptrainer.task",
+        "packageUris": ["gs://nowhere/hptrainer-0.1.0.tar.gz"], "runtimeVersion": "2.11", "pythonVersion": "3.7",
+        "hyperparameters": {"goal": "MAXIMIZE", "maxTrials": 2, "params": [
+            {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.1}]}}}
+    status, answer = cloud.emulator.raw("POST", f"/v1/projects/{cloud.project}/jobs", json.dumps(body).encode())
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT"
+    violation = answer["error"]["details"][0]["fieldViolations"][0]
+    assert violation["field"] == "trainingInput.hyperparameters.params[0].maxValue"
+    assert "expected a value above minValue 0.5" in violation["description"]
+    assert cloud.legacy_jobs() == []

@@ -205,7 +205,7 @@ class HpTuning:
         from mlsubmit.tuning_search import Search
 
         try:
-            search = Search(study.tuning, seed=int(study.name.rsplit("/", 1)[-1]) % 2**31)
+            search = Search(study.tuning, seed=self._seed(study))
             self._update(study, state="RUNNING", start_time=now())
             running: dict[int, Trial] = {}
             numbers: dict[str, int] = {}
@@ -217,7 +217,7 @@ class HpTuning:
                         search.tell(number, trial.value)
                         failed += trial.state == "INFEASIBLE"
                         del running[number]
-                if study.cancelled.is_set():
+                if study.cancelled.is_set() or self._cancel_asked(study):
                     self._stop_trials(running.values())
                     self._update(study, state="CANCELLED", end_time=now(), error="CANCELED",
                                  error_status="CANCELLED")
@@ -243,6 +243,12 @@ class HpTuning:
             self._update(study, state="FAILED", end_time=now(), error=f"internal error: {err}",
                          error_status="INTERNAL")
 
+    def _seed(self, study: Study) -> int:
+        return int(study.name.rsplit("/", 1)[-1]) % 2**31
+
+    def _cancel_asked(self, study: Study) -> bool:
+        return False  # Vertex AI studies are cancelled through `cancel` (study.cancelled)
+
     def _start_trial(self, study: Study, values: dict[str, Any]) -> Trial:
         trial_id = str(len(study.trials) + 1)
         metric_file = self.work / study.name.rsplit("/", 1)[-1] / trial_id / "output.metrics"
@@ -266,7 +272,7 @@ class HpTuning:
         job = self.emulator.store.get(trial.custom_job)
         if job is None or not job.is_terminal:
             return False
-        value, step = read_metric(trial.metric_file, metric)
+        value, step = self._read_metric(trial, metric)
         trial.end_time = job.end_time or now()
         if job.state == "SUCCEEDED" and value is not None:
             trial.state, trial.value, trial.step = "SUCCEEDED", value, step
@@ -275,6 +281,9 @@ class HpTuning:
             trial.reason = (f"the trial's job {job.state.lower()}: {job.error}" if job.state != "SUCCEEDED"
                             else f"the trial reported no {metric!r} through cloudml-hypertune")
         return True
+
+    def _read_metric(self, trial: Trial, metric: str) -> tuple[float | None, int]:
+        return read_metric(trial.metric_file, metric)
 
     def _stop_trials(self, trials: Any) -> None:
         for trial in trials:

@@ -45,7 +45,9 @@ for step in range(1, args.steps + 1):
         mse = float(np.mean((w * x + b - y) ** 2))
         tuner.report_hyperparameter_tuning_metric(hyperparameter_metric_tag="mse", metric_value=mse,
                                                   global_step=step)
-print(f"trial {os.environ.get('CLOUD_ML_TRIAL_ID')}: lr {args.learning_rate} -> mse {mse:.6f}", flush=True)
+task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+print(f"trial {os.environ.get('CLOUD_ML_TRIAL_ID')}: lr {args.learning_rate} -> mse {mse:.6f} "
+      f"(TF_CONFIG task {task.get('type')} trial {task.get('trial')})", flush=True)
 job_dir = args.job_dir or os.environ.get("AIP_MODEL_DIR", "")
 if job_dir and not job_dir.startswith("gs://"):
     os.makedirs(job_dir, exist_ok=True)
