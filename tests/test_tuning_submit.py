@@ -111,10 +111,23 @@ def test_train_creates_a_vertex_tuning_job_and_jobs_show_its_trials(cloud, hp_pr
     env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
            "CLOUDSDK_CORE_PROJECT": cloud.project, "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
            "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": cloud.emulator.endpoint + "/"}
+    # the same study created by gcloud from a config file (the trials' job spec mlsubmit sent), followed by mlsubmit
+    config = tmp_path / "gcloud-study.yaml"
+    config.write_text(json.dumps({**{k: study[k] for k in ("studySpec", "maxTrialCount", "parallelTrialCount")},
+                                  "trialJobSpec": study["trialJobSpec"]}))
+    created = subprocess.run(["gcloud", "ai", "hp-tuning-jobs", "create", "--config", str(config), "--region",
+                              "us-central1", "--display-name", "by-gcloud", "--format", "json"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    waited = cloud.run("jobs", "wait", "by-gcloud", "--output", "json")
+    assert waited.code == 0, waited.stderr
+    tuning = json.loads(waited.stdout)["tuning"]
+    assert {(t["parameters"]["learning_rate"], t["parameters"]["optimizer"]) for t in tuning["trials"]} == POINTS
+    assert tuning["trials"][int(tuning["best"]) - 1]["parameters"] == dict(zip(("learning_rate", "optimizer"), BEST))
     done = subprocess.run(["gcloud", "ai", "hp-tuning-jobs", "list", "--region", "us-central1", "--format", "json"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert [j["name"].rsplit("/", 1)[-1] for j in json.loads(done.stdout)] == [study_id]
+    assert sorted(j["displayName"] for j in json.loads(done.stdout)) == ["by-gcloud", "hp-study"]
 
 
 def test_train_local_runs_the_trials_here_two_at_once_with_a_results_table(hp_project, tmp_path):
