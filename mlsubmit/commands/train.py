@@ -61,6 +61,10 @@ def train(
     if tuning is not None:
         from mlsubmit.commands._local_tuning import train_local_tuning
 
+        if port is not None:
+            raise UsageError(f"invalid option for a tuning study: --start-port {port} (trials run at once, each on "
+                             "free ports)", hint="drop --start-port")
+
         return train_local_tuning(spec_flags, tuning, tuning_notes, api=api, package_path=package_path)
     _train_local(spec_flags, api=api, package_path=package_path, start_port=port)
 

@@ -84,7 +84,9 @@ class LegacyTuning(HpTuning):
             trials = list(study.trials)
         rendered = []
         for trial in trials:
-            entry: dict[str, Any] = {"trialId": trial.id, "state": _STATES.get(trial.state, trial.state),
+            job = self.emulator.store.get(trial.custom_job)
+            state = "CANCELLED" if job is not None and job.state == "CANCELLED" else _STATES.get(trial.state, trial.state)
+            entry: dict[str, Any] = {"trialId": trial.id, "state": state,
                                      "hyperparameters": {k: flag_value(v) for k, v in trial.values.items()},
                                      "startTime": trial.start_time}
             if trial.value is not None:
