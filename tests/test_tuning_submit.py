@@ -85,6 +85,14 @@ def test_train_creates_a_vertex_tuning_job_and_jobs_show_its_trials(cloud, hp_pr
     assert _peak(study["trials"]) <= 2
     package = study["trialJobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
     assert package["pythonModule"] == "hptrainer.task"
+    # each trial is a CustomJob writing under <job dir>/<trial id> (its AIP_MODEL_DIR), as the service runs it
+    trial = next(t for t in study["trials"] if t["id"] == "2")
+    trial_job = cloud.emulator.vertex_jobs().get(name=trial["customJob"]).execute()
+    base = study["trialJobSpec"]["baseOutputDirectory"]["outputUriPrefix"]
+    assert trial_job["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"] == f"{base}/2"
+    not_tuning = cloud.run("jobs", "describe", trial["customJob"].rsplit("/", 1)[-1], "--plot", str(tmp_path / "x.png"))
+    assert not_tuning.code == 2 and not_tuning.stderr.count("\n") == 1 and "is not a tuning job" in not_tuning.stderr
+    assert not (tmp_path / "x.png").exists()
 
     described = cloud.json("jobs", "describe", study_id)
     tuning = described["tuning"]

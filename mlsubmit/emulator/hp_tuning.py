@@ -299,6 +299,9 @@ def _trial_spec(body: dict[str, Any], values: dict[str, Any], trial_id: str, met
     from mlsubmit.tuning_search import trial_args
 
     spec = json.loads(json.dumps(body["trialJobSpec"]))
+    base = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    if base and trial_id != "0":  # each trial's AIP_MODEL_DIR is <base>/<trial id>/model/, as the service sets it
+        spec["baseOutputDirectory"]["outputUriPrefix"] = f"{base.rstrip('/')}/{trial_id}"
     for pool in spec.get("workerPoolSpecs") or []:
         package = (pool or {}).get("pythonPackageSpec")
         if not package:
