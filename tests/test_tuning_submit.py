@@ -112,7 +112,11 @@ def test_train_creates_a_vertex_tuning_job_and_jobs_show_its_trials(cloud, hp_pr
     listed = cloud.json("jobs", "list", "--tuning")
     assert [job["job_id"] for job in listed] == [study_id]
     logs = cloud.run("jobs", "logs", study_id)
-    assert logs.code == 0 and len(re.findall(r"trial-\d/workerpool0-0 \| trial \d: lr", logs.stdout)) == 4
+    assert logs.code == 0, logs.stderr
+    # every trial's lines, named by the trial, which its environment and TF_CONFIG's task.trial also name
+    named = re.findall(r"trial-(\d)/workerpool0-0 \| trial (\d): lr .* \(TF_CONFIG task chief trial (\d)\)",
+                       logs.stdout)
+    assert sorted(named) == [(str(n),) * 3 for n in range(1, 5)], logs.stdout
 
     if shutil.which("gcloud") is None:
         return
