@@ -62,7 +62,13 @@ def read_metric(path: str | Path, metric: str) -> tuple[float | None, int]:
 def read_summary_metric(directory: str | Path, tag: str) -> tuple[float | None, int]:
     """(value, step) of the last (highest step) scalar summary `tag` in the event files under `directory`.
 
-    (None, 0) when there is none, or when neither TensorFlow nor TensorBoard can be imported here."""
+    `directory` may be gs:// (its event files are downloaded first). (None, 0) when there is none, or when
+    TensorBoard cannot be imported here."""
+    if str(directory).startswith("gs://"):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="mlsubmit-events-") as local:
+            return read_summary_metric(_download_events(str(directory), Path(local)), tag)
     files = sorted(Path(directory).rglob("events.out.tfevents.*")) if Path(directory).is_dir() else []
     if not files:
         return None, 0
@@ -72,6 +78,22 @@ def read_summary_metric(directory: str | Path, tag: str) -> tuple[float | None, 
             if best is None or step >= best[0]:
                 best = (step, value)
     return (None, 0) if best is None else (best[1], best[0])
+
+
+def _download_events(directory: str, local: Path) -> Path:
+    """The event files under gs://`directory` copied into `local` (nothing when the bucket cannot be read)."""
+    from mlsubmit.gcs_emulator import storage_client
+    from mlsubmit.storage import split_gcs
+
+    try:
+        bucket, prefix = split_gcs(directory.rstrip("/") + "/")
+        for index, blob in enumerate(storage_client().list_blobs(bucket, prefix=prefix)):
+            if "events.out.tfevents." in blob.name.rsplit("/", 1)[-1]:
+                (local / str(index)).mkdir()
+                blob.download_to_filename(str(local / str(index) / blob.name.rsplit("/", 1)[-1]))
+    except Exception:  # a trial's metric is best effort: no event files read is no metric
+        pass
+    return local
 
 
 def _scalars(path: Path, tag: str) -> list[tuple[int, float]]:

@@ -31,7 +31,7 @@ def test_trial_env_puts_the_trial_in_tf_config_and_points_hypertune_at_its_file(
     assert read_metric(env["CLOUD_ML_HP_METRIC_FILE"], "other") == (None, 0)
 
 
-def test_the_summary_tag_is_read_from_event_files_as_legacy_ai_platform_did(tmp_path):
+def test_the_summary_tag_is_read_from_event_files_as_legacy_ai_platform_did(tmp_path, gcs):
     # TensorBoard's event-file writer and reader without TensorFlow (blocked: it would cost seconds to import)
     script = textwrap.dedent(f"""
         import sys, time
@@ -46,11 +46,16 @@ def test_the_summary_tag_is_read_from_event_files_as_legacy_ai_platform_did(tmp_
             writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(
                 value=[value])))
         writer.close()
+        from pathlib import Path
+        from mlsubmit.storage import put_file
+        for path in Path({str(tmp_path / "2")!r}).rglob("events*"):
+            put_file(path, "gs://{gcs[1]}/job/2/eval/" + path.name)
+        print(read_summary_metric("gs://{gcs[1]}/job/2", "training/hptuning/metric"))
         print(read_summary_metric({str(tmp_path / "2")!r}, "training/hptuning/metric"),
               read_summary_metric({str(tmp_path / "2")!r}, "accuracy"), read_summary_metric({str(tmp_path)!r} + "/9",
                                                                                          "x"))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "STORAGE_EMULATOR_HOST": gcs[0].endpoint})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["(0.25,", "40)", "(None,", "0)", "(None,", "0)"]
+    assert done.stdout.split() == ["(0.25,", "40)"] * 2 + ["(None,", "0)", "(None,", "0)"]

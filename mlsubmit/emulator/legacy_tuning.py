@@ -9,14 +9,13 @@ startTime, endTime}). Each trial runs the job's program as the legacy service di
 `--job-dir <jobDir>`, TF_CONFIG naming the chief `master`, with `task.trial`) plus CLOUD_ML_TRIAL_ID and
 CLOUD_ML_HP_METRIC_FILE; its log lines carry the job's id. The metric is the last cloudml-hypertune report of
 `hyperparameterMetricTag` (default `training/hptuning/metric`), else — as the legacy service also read it — the
-last value of that TensorFlow summary tag in the event files under `<jobDir>/<trial id>` (a local jobDir, when
+last value of that TensorFlow summary tag in the event files under `<jobDir>/<trial id>` (gs:// or local, when
 TensorBoard can be imported by the emulator).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Callable
 
 from mlsubmit.emulator import jobs_api
@@ -150,6 +149,6 @@ class LegacyTuning(HpTuning):
         value, step = super()._read_metric(trial, metric)
         job = self.emulator.store.get(trial.custom_job)
         job_dir = ((job.body.get("trainingInput") or {}).get("jobDir") or "") if job else ""
-        if value is None and metric and job_dir and "://" not in job_dir:
-            value, step = read_summary_metric(Path(job_dir) / trial.id, metric)
+        if value is None and metric and job_dir:
+            value, step = read_summary_metric(f"{job_dir.rstrip('/')}/{trial.id}", metric)
         return value, step
