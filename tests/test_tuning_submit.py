@@ -226,3 +226,17 @@ def test_a_contradictory_legacy_tuning_spec_is_a_400_naming_the_parameter_field(
     assert violation["field"] == "trainingInput.hyperparameters.params[0].maxValue"
     assert "expected a value above minValue 0.5" in violation["description"]
     assert cloud.legacy_jobs() == []
+
+
+def test_a_dropped_tuning_create_response_leaves_exactly_one_study(cloud, hp_project, tmp_path):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(VERTEX_SPEC.replace("maxTrialCount: 4", "maxTrialCount: 2"))
+    cloud.emulator.arm_faults(drop_create_response=1, path="hyperparameterTuningJobs")
+    run = cloud.run("train", "--async", "--package-path", hp_project, "--python-module", "hptrainer.task",
+                    "--skip-preflight", "--job-name", "dropped-study", "--hptune-config", str(spec))
+    assert run.code == 0, run.stderr
+    studies = cloud.emulator.client("aiplatform", "v1").projects().locations().hyperparameterTuningJobs()
+    found = studies.list(parent=f"projects/{cloud.project}/locations/us-central1").execute()
+    assert [s["name"].rsplit("/", 1)[-1] for s in found["hyperparameterTuningJobs"]] == [run.stdout.strip()]
+    assert any("drop_create_response" in fired for fired in cloud.emulator.admin("GET", "faults")["fired"])
+    cloud.emulator.wait(studies.get(name=found["hyperparameterTuningJobs"][0]["name"]).execute)
