@@ -39,7 +39,12 @@ def trial_table(results: Any) -> None:
 
 
 def write_plot(results: Any, path: str, *, title: str = "") -> None:
+    from mlsubmit.errors import OperationFailed
     from mlsubmit.tuning_results import plot
 
-    written = plot(results, path, title=title)
+    try:
+        written = plot(results, path, title=title)
+    except OSError as err:
+        raise OperationFailed(f"cannot write the plot {path}: {err.strerror or err}",
+                              hint="choose a writable --plot path") from None
     typer.echo(f"plot: {written} (the metric of each trial against each parameter)", err=True)

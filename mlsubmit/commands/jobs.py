@@ -118,6 +118,8 @@ def describe_command(
     from mlsubmit.tuning_results import results_of
 
     _checked_output(output)
+    if plot is not None and not plot.lower().endswith(".png"):
+        raise invalid_value("--plot", plot, "a file name ending in .png", hint=f"use {plot}.png")
     backend, _ = _connect(target)
     backend, status = _lookup(backend, job)
     results = results_of(status.resource)
