@@ -36,6 +36,7 @@ class TuningResults:
     max_trials: int
     parallel_trials: int
     trials: tuple[TrialResult, ...] = field(default_factory=tuple)
+    log_scaled: frozenset[str] = frozenset()  # parameters searched on UNIT_LOG_SCALE: plotted on a log axis
 
     @property
     def best(self) -> TrialResult | None:
@@ -88,8 +89,10 @@ def results_of(resource: dict[str, Any]) -> TuningResults | None:
                                       _number(measured.get("value")), int(step) if step is not None else None,
                                       job=raw.get("customJob"), reason=raw.get("infeasibleReason")))
         goal = metric.get("goal", "MAXIMIZE")
+        logs = frozenset(p.get("parameterId") for p in resource["studySpec"].get("parameters") or ()
+                         if p.get("scaleType") == "UNIT_LOG_SCALE")
         return TuningResults(metric.get("metricId", ""), goal, int(resource.get("maxTrialCount") or 1),
-                             int(resource.get("parallelTrialCount") or 1), _mark_best(trials, goal))
+                             int(resource.get("parallelTrialCount") or 1), _mark_best(trials, goal), logs)
     hyper = (resource.get("trainingInput") or {}).get("hyperparameters")
     if not hyper:
         return None
@@ -101,9 +104,11 @@ def results_of(resource: dict[str, Any]) -> TuningResults | None:
                                   {k: _value(v) for k, v in (raw.get("hyperparameters") or {}).items()},
                                   _number(final.get("objectiveValue")), int(step) if step is not None else None))
     goal = hyper.get("goal", "MAXIMIZE")
+    logs = frozenset(p.get("parameterName") for p in hyper.get("params") or ()
+                     if p.get("scaleType") == "UNIT_LOG_SCALE")
     return TuningResults(hyper.get("hyperparameterMetricTag") or "training/hptuning/metric", goal,
                          int(hyper.get("maxTrials") or 1), int(hyper.get("maxParallelTrials") or 1),
-                         _mark_best(trials, goal))
+                         _mark_best(trials, goal), logs)
 
 
 def plot(results: TuningResults, path: str | Path, *, title: str = "") -> Path:
@@ -129,6 +134,8 @@ def plot(results: TuningResults, path: str | Path, *, title: str = "") -> Path:
                 axis.scatter([x], [trial.value], marker="*", s=220, color="tab:orange", label="best", zorder=3)
         if not numeric:
             axis.set_xticks(range(len(labels)), labels)
+        elif name in results.log_scaled and values and min(values) > 0:
+            axis.set_xscale("log")
         axis.set_xlabel(name)
         axis.set_ylabel(f"{results.metric} ({results.goal.lower()})")
     figure.suptitle(title or f"{len(scored)} of {len(results.trials)} trials reported {results.metric}")

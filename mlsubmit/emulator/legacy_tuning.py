@@ -84,7 +84,8 @@ class LegacyTuning(HpTuning):
         rendered = []
         for trial in trials:
             job = self.emulator.store.get(trial.custom_job)
-            state = "CANCELLED" if job is not None and job.state == "CANCELLED" else _STATES.get(trial.state, trial.state)
+            cancelled = job is not None and job.state == "CANCELLED"
+            state = "CANCELLED" if cancelled else _STATES.get(trial.state, trial.state)
             entry: dict[str, Any] = {"trialId": trial.id, "state": state,
                                      "hyperparameters": {k: flag_value(v) for k, v in trial.values.items()},
                                      "startTime": trial.start_time}
