@@ -193,10 +193,23 @@ def test_real_gcloud_accepts_the_tuning_config(tmp_path, capture_server):
     assert bodies == [{"displayName": "hp", **yaml.safe_load(result.stdout)}]
 
 
-def test_train_refuses_a_tuning_config_instead_of_running_one_plain_job(tmp_path):
+def test_train_dry_run_shows_the_tuning_job_it_would_create_on_either_api(tmp_path):
     path = tmp_path / "hptuning_config.yaml"
     path.write_text(CUSTOM_GPU_TUNING)
-    result = CliRunner().invoke(app, ["train", "--local", "--config", str(path), "--job-dir", str(tmp_path / "j")])
-    assert result.exit_code == 2 and result.stderr.count("\n") == 1
-    assert "holds a hyperparameter tuning spec, and mlsubmit train runs single jobs" in result.stderr
-    assert not (tmp_path / "j").exists()
+    flags = ["train", "--config", str(path), "--dry-run", "--project", "p", "--staging-bucket", "gs://hp-bucket",
+             "--job-name", "hp_job"]
+    vertex = CliRunner().invoke(app, flags)
+    assert vertex.exit_code == 0, vertex.stderr
+    assert vertex.stdout.startswith("POST https://europe-west4-aiplatform.googleapis.com/v1/projects/p/locations/"
+                                    "europe-west4/hyperparameterTuningJobs\n")
+    body = json.loads(vertex.stdout[vertex.stdout.index("{"):vertex.stdout.index("\n}\n") + 2])
+    assert body["studySpec"] == STUDY and (body["maxTrialCount"], body["parallelTrialCount"],
+                                           body["maxFailedTrialCount"]) == (6, 3, 2)
+    assert body["trialJobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorCount"] == 2
+    assert "resumePreviousJobId census_hp_1: Vertex AI cannot continue a legacy study" in vertex.stderr
+    assert "trainingInput.hyperparameters" not in vertex.stderr  # mapped, not dropped
+    legacy = CliRunner().invoke(app, [*flags, "--api", "legacy"])
+    assert legacy.exit_code == 0, legacy.stderr
+    body = json.loads(legacy.stdout[legacy.stdout.index("{"):legacy.stdout.index("\n}\n") + 2])
+    assert body["trainingInput"]["hyperparameters"] == yaml.safe_load(CUSTOM_GPU_TUNING.replace(
+        "[False, True]", "[0, 1]"))["trainingInput"]["hyperparameters"]

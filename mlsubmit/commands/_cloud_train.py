@@ -76,7 +76,7 @@ def _yaml_region(config: str | None) -> str | None:
 
 
 def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api: str, package_path: str,
-                package_flags: dict[str, Any] | None = None) -> None:
+                package_flags: dict[str, Any] | None = None, hptune_config: str | None = None) -> None:
     """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED."""
     from mlsubmit.cloud import submit as submitting
     from mlsubmit.commands._cloud_options import backend_of, settings_of
@@ -88,8 +88,10 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"),
                            need=("region",))
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
-    from mlsubmit.tuning.requests import refuse_tuning
-    refuse_tuning(spec_flags.get("config"))
+    from mlsubmit.tuning.submit import tuning_backend, tuning_of, with_tuning
+    tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
+    if tuning is not None:  # mapped: not a note
+        notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")]
     from mlsubmit.jobspec.requests import require_python_package
     require_python_package(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
@@ -101,7 +103,9 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
                                     requirements=split_requirements(package_flags.get("requirements")),
                                     extras=resolve_extras(package_flags.get("extra_packages")),
                                     request_key=cloud_flags.get("request_id"))
-    for note in [*notes, *submission.notes]:
+    if tuning is not None:
+        submission = with_tuning(submission, tuning)
+    for note in [*notes, *tuning_notes, *submission.notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
         typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
@@ -109,6 +113,7 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         _render_dry_run(submission)
         return
     backend = backend_of(api, settings)
+    backend = tuning_backend(backend) if tuning is not None else backend
     staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
@@ -131,6 +136,11 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         typer.echo(status.job_id)
         return
     final, finder = follow(backend, status, settings=settings, logs=mode == "stream_logs", announced=True)
+    if tuning is not None:
+        from mlsubmit.commands._tuning_view import trial_table
+        from mlsubmit.tuning.results import results_of
+
+        trial_table(results_of(final.resource))
     finish(backend, final, finder, settings=settings)
 
 

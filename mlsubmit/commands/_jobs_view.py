@@ -98,6 +98,7 @@ def describe(status: Any, console_url: str | None) -> None:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     noun = "Vertex AI custom job" if status.api == "vertex" else "legacy AI Platform job"
+    noun = "Vertex AI hyperparameter tuning job" if "studySpec" in status.resource else noun
     rows = [("job", f"{status.job_id} ({noun})"), ("name", status.name)]
     if status.display_name and status.display_name != status.job_id:
         rows.append(("display name", status.display_name))

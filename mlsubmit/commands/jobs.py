@@ -57,6 +57,24 @@ def _connect(target: dict[str, Any]) -> tuple[Any, Any]:
     return backend_of(api, settings), settings
 
 
+def _lookup(backend: Any, job: str) -> tuple[Any, Any]:
+    """(backend, status) of `job`: on Vertex AI a custom job, else a hyperparameter tuning job of that id or name."""
+    from mlsubmit.errors import UsageError
+
+    try:
+        return backend, backend.get(job)
+    except UsageError as err:
+        if backend.api != "vertex":
+            raise
+        from mlsubmit.tuning.submit import tuning_backend
+
+        tuning = tuning_backend(backend)
+        try:
+            return tuning, tuning.get(job)
+        except UsageError:
+            raise err from None
+
+
 @_command("list")
 def list_command(
     target: Any,
@@ -68,6 +86,8 @@ def list_command(
         "--request-id", metavar="ID", show_default=False,
         help="Only the job a submission with this request id made (its label mlsubmit_request_id).")] = None,
     output: OUTPUT = "table",
+    tuning: Annotated[bool, typer.Option("--tuning", help="Vertex AI: list hyperparameter tuning jobs instead of "
+                                         "custom jobs (legacy tuning jobs are listed with the others).")] = False,
 ) -> None:
     """List jobs, newest first."""
     from mlsubmit.backends.base import REQUEST_LABEL, check_state
@@ -80,6 +100,10 @@ def list_command(
     if request_id is not None and not re.fullmatch(r"[0-9a-f]{32}", request_id):
         raise invalid_value("--request-id", request_id, "the 32 hex digits of a job's mlsubmit_request_id label")
     backend, _ = _connect(target)
+    if tuning:
+        from mlsubmit.tuning.submit import tuning_backend
+
+        backend = tuning_backend(backend)
     statuses = backend.list(wanted, int(limit),
                             filter=f'labels.{REQUEST_LABEL}="{request_id}"' if request_id else None)
     if output == "json":
@@ -89,17 +113,40 @@ def list_command(
 
 
 @_command("describe")
-def describe_command(target: Any, job: JOB, output: OUTPUT = "table") -> None:
-    """Show a job: its cluster and program, state, times, consumed resources, error, and where its artifacts are."""
+def describe_command(
+    target: Any, job: JOB, output: OUTPUT = "table",
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE.png", show_default=False,
+                                                help="A tuning job: also write a PNG of the metric of each trial "
+                                                     "against each parameter (the best marked).")] = None,
+) -> None:
+    """Show a job: its cluster and program, state, times, consumed resources, error, and where its artifacts are;
+    a tuning job's trials too (state, parameters, final metric, the best marked)."""
     from mlsubmit.commands._jobs_view import describe, print_json, status_json
+    from mlsubmit.tuning.results import results_of
 
     _checked_output(output)
+    if plot is not None and not plot.lower().endswith(".png"):
+        raise invalid_value("--plot", plot, "a file name ending in .png", hint=f"use {plot}.png")
     backend, _ = _connect(target)
-    status = backend.get(job)
+    backend, status = _lookup(backend, job)
+    results = results_of(status.resource)
+    if plot is not None and (results is None or results.best is None):
+        raise invalid_value("--plot", plot, "a tuning job with at least one trial that reported its metric",
+                            hint=f"job {status.job_id} " + ("is not a tuning job" if results is None else
+                                                             "has no measured trial yet"))
     if output == "json":
-        print_json(status_json(status, console_url=backend.console_url(status)))
+        extra = {"tuning": results.to_dict()} if results is not None else {}
+        print_json(status_json(status, console_url=backend.console_url(status), **extra))
     else:
         describe(status, backend.console_url(status))
+        if results is not None:
+            from mlsubmit.commands._tuning_view import trial_table
+
+            trial_table(results)
+    if plot is not None:
+        from mlsubmit.commands._tuning_view import write_plot
+
+        write_plot(results, plot, title=f"{status.display_name or status.job_id}")
 
 
 @_command("wait")
@@ -113,13 +160,20 @@ def wait_command(
     """Wait until a job ends, with a live status line; Ctrl-C detaches. Exit 0 only if it SUCCEEDED."""
     from mlsubmit.commands._jobs_view import finish, follow, print_json, status_json
     from mlsubmit.jobspec.spec_input import parse_duration
+    from mlsubmit.tuning.results import results_of
 
     _checked_output(output)
     seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
     backend, settings = _connect(target)
-    final, finder = follow(backend, backend.get(job), settings=settings, logs=False, timeout=seconds)
+    backend, status = _lookup(backend, job)
+    final, finder = follow(backend, status, settings=settings, logs=False, timeout=seconds)
+    results = results_of(final.resource)
     if output == "json":
-        print_json(status_json(final))
+        print_json(status_json(final, **({"tuning": results.to_dict()} if results is not None else {})))
+    elif results is not None:
+        from mlsubmit.commands._tuning_view import trial_table
+
+        trial_table(results)
     finish(backend, final, finder, settings=settings)
 
 
@@ -139,7 +193,7 @@ def logs_command(
 
     _checked_output(output)
     backend, settings = _connect(target)
-    status = backend.get(job)
+    backend, status = _lookup(backend, job)
     if follow_logs:
         final, finder = follow(backend, status, settings=settings, logs=True, task=task, output=output)
         finish(backend, final, finder, settings=settings)
@@ -154,7 +208,8 @@ def cancel_command(target: Any, job: JOB, output: OUTPUT = "table") -> None:
 
     _checked_output(output)
     backend, _ = _connect(target)
-    status = backend.cancel(job)
+    backend, status = _lookup(backend, job)
+    status = backend.cancel(status.name)
     if output == "json":
         print_json(status_json(status))
     else:

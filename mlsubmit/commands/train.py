@@ -41,6 +41,12 @@ def train(
     start_port: Annotated[Optional[str], typer.Option(
         "--start-port", metavar="PORT", show_default=False,
         help="Give the replicas consecutive ports from PORT (default: free ports).")] = None,
+    hptune_config: Annotated[Optional[str], typer.Option(
+        "--hptune-config", metavar="FILE", show_default=False,
+        help="Tune: a tuning spec (legacy trainingInput.hyperparameters or a Vertex AI studySpec) whose trials each "
+             "run the job with --name=value per parameter; a tuning spec inside --config does the same. Creates a "
+             "Vertex AI hyperparameter tuning job (or a legacy job with hyperparameters); with --local the trials "
+             "run here.")] = None,
 ) -> None:
     """Train: submit the job spec to Vertex AI (or --api legacy) and stream its logs until it ends; or, with
     --local, run it here — the first replica that fails ends the job, Ctrl-C stops every replica, and a summary
@@ -51,8 +57,20 @@ def train(
     if not local:
         from mlsubmit.commands._cloud_train import train_cloud
 
-        return train_cloud(spec_flags, cloud_flags, api=api, package_path=package_path, package_flags=package_flags)
+        return train_cloud(spec_flags, cloud_flags, api=api, package_path=package_path, package_flags=package_flags,
+                           hptune_config=hptune_config)
     reject_for_local(cloud_flags)
+    from mlsubmit.tuning.submit import tuning_of
+
+    tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
+    if tuning is not None:
+        from mlsubmit.commands._local_tuning import train_local_tuning
+
+        if port is not None:
+            raise UsageError(f"invalid option for a tuning study: --start-port {port} (trials run at once, each on "
+                             "free ports)", hint="drop --start-port")
+
+        return train_local_tuning(spec_flags, tuning, tuning_notes, api=api, package_path=package_path)
     _train_local(spec_flags, api=api, package_path=package_path, start_port=port, package_flags=package_flags)
 
 
@@ -72,8 +90,6 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     from mlsubmit.packaging.requirements_txt import split_requirements
 
     spec, notes = spec_from_options(spec_flags, target="local")
-    from mlsubmit.tuning.requests import refuse_tuning
-    refuse_tuning(spec_flags.get("config"))
     from mlsubmit.jobspec.requests import require_python_package
     require_python_package(spec)
     for note in notes:

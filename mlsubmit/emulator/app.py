@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlsubmit.emulator import hp_tuning, legacy, logging_api, vertex
+from mlsubmit.emulator import hp_tuning, legacy, legacy_tuning, logging_api, vertex
 from mlsubmit.emulator.errors import field_error, not_found
 from mlsubmit.emulator.executor import Executor
 from mlsubmit.emulator.faults import Faults
@@ -42,6 +42,7 @@ class Emulator:
         vertex.register(router, self)
         legacy.register(router, self)
         self.hp_tuning = hp_tuning.register(router, self)
+        self.legacy_tuning = legacy_tuning.LegacyTuning(self)  # legacy jobs with trainingInput.hyperparameters
         logging_api.register(router, self)
         self._register_admin(router)
         self.server = EmulatorServer(port, router, self.faults)
@@ -66,6 +67,7 @@ class Emulator:
         self.server.shutdown()
         self.server.server_close()
         self.hp_tuning.stop()
+        self.legacy_tuning.stop()
         self.executor.stop()
         self.store.close()
 

@@ -36,6 +36,7 @@ from mlsubmit.emulator.server import Request, Router
 from mlsubmit.emulator.store import Job
 from mlsubmit.emulator.times import now
 from mlsubmit.emulator.validation import checked_body
+from mlsubmit.tuning.trial import read_metric
 
 _PARENT = r"/v1/projects/(?P<project>[^/:]+)/locations/(?P<location>[^/:]+)"
 _STUDY = _PARENT + r"/hyperparameterTuningJobs/(?P<job>[^/:]+)"
@@ -204,7 +205,7 @@ class HpTuning:
         from mlsubmit.tuning.search import Search
 
         try:
-            search = Search(study.tuning, seed=int(study.name.rsplit("/", 1)[-1]) % 2**31)
+            search = Search(study.tuning, seed=self._seed(study))
             self._update(study, state="RUNNING", start_time=now())
             running: dict[int, Trial] = {}
             numbers: dict[str, int] = {}
@@ -216,7 +217,7 @@ class HpTuning:
                         search.tell(number, trial.value)
                         failed += trial.state == "INFEASIBLE"
                         del running[number]
-                if study.cancelled.is_set():
+                if study.cancelled.is_set() or self._cancel_asked(study):
                     self._stop_trials(running.values())
                     self._update(study, state="CANCELLED", end_time=now(), error="CANCELED",
                                  error_status="CANCELLED")
@@ -242,6 +243,12 @@ class HpTuning:
             self._update(study, state="FAILED", end_time=now(), error=f"internal error: {err}",
                          error_status="INTERNAL")
 
+    def _seed(self, study: Study) -> int:
+        return int(study.name.rsplit("/", 1)[-1]) % 2**31
+
+    def _cancel_asked(self, study: Study) -> bool:
+        return False  # Vertex AI studies are cancelled through `cancel` (study.cancelled)
+
     def _start_trial(self, study: Study, values: dict[str, Any]) -> Trial:
         trial_id = str(len(study.trials) + 1)
         metric_file = self.work / study.name.rsplit("/", 1)[-1] / trial_id / "output.metrics"
@@ -265,7 +272,7 @@ class HpTuning:
         job = self.emulator.store.get(trial.custom_job)
         if job is None or not job.is_terminal:
             return False
-        value, step = read_metric(trial.metric_file, metric)
+        value, step = self._read_metric(trial, metric)
         trial.end_time = job.end_time or now()
         if job.state == "SUCCEEDED" and value is not None:
             trial.state, trial.value, trial.step = "SUCCEEDED", value, step
@@ -274,6 +281,9 @@ class HpTuning:
             trial.reason = (f"the trial's job {job.state.lower()}: {job.error}" if job.state != "SUCCEEDED"
                             else f"the trial reported no {metric!r} through cloudml-hypertune")
         return True
+
+    def _read_metric(self, trial: Trial, metric: str) -> tuple[float | None, int]:
+        return read_metric(trial.metric_file, metric)
 
     def _stop_trials(self, trials: Any) -> None:
         for trial in trials:
@@ -289,6 +299,9 @@ def _trial_spec(body: dict[str, Any], values: dict[str, Any], trial_id: str, met
     from mlsubmit.tuning.search import trial_args
 
     spec = json.loads(json.dumps(body["trialJobSpec"]))
+    base = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    if base and trial_id != "0":  # each trial's AIP_MODEL_DIR is <base>/<trial id>/model/, as the service sets it
+        spec["baseOutputDirectory"]["outputUriPrefix"] = f"{base.rstrip('/')}/{trial_id}"
     for pool in spec.get("workerPoolSpecs") or []:
         package = (pool or {}).get("pythonPackageSpec")
         if not package:
@@ -297,22 +310,6 @@ def _trial_spec(body: dict[str, Any], values: dict[str, Any], trial_id: str, met
         package["env"] = [*(package.get("env") or []), {"name": "CLOUD_ML_TRIAL_ID", "value": trial_id},
                           {"name": "CLOUD_ML_HP_METRIC_FILE", "value": metric_file}]
     return spec
-
-
-def read_metric(path: Path, metric: str) -> tuple[float | None, int]:
-    """(value, step) of the last line of a cloudml-hypertune metrics file that carries `metric`."""
-    value, step = None, 0
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None, 0
-    for line in lines:
-        try:
-            entry = json.loads(line)
-            value, step = float(entry[metric]), int(float(entry.get("global_step") or 0))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return value, step
 
 
 def register(router: Router, emulator: Any) -> HpTuning:

@@ -55,6 +55,7 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
     """A JobRunner for every replica of `plan`, run by `python` (the job's venv) in `work`."""
     from mlsubmit.local import local_job
     from mlsubmit.local.runner import Replica, Runner
+    from mlsubmit.tuning.trial import with_trial
 
     ports = local_job.reserve_ports(len(plan.replicas))
     service = local_job.plan(plan.spec, api=plan.api, job_id=plan.job_id, job_dir=plan.base_output_dir or "",
@@ -64,7 +65,7 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
     for planned, ours in zip(service.replicas, plan.replicas, strict=True):
         if (planned.role, planned.index) != (ours.role, ours.index):
             raise RuntimeError(f"replica order differs: {planned.name} vs {ours.task}")
-        env = {**base_env, **planned.env, **dict(ours.env)}
+        env = with_trial({**base_env, **planned.env, **dict(ours.env)})  # task.trial of a tuning trial
         if plan.api == "vertex" and not plan.base_output_dir:
             for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
                 env.pop(key, None)  # Vertex AI sets them only with a baseOutputDirectory

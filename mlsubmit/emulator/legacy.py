@@ -17,7 +17,7 @@ import hashlib
 from functools import partial
 from typing import Any
 
-from mlsubmit.emulator import ids, jobs_api
+from mlsubmit.emulator import ids, jobs_api, legacy_tuning
 from mlsubmit.emulator.filters import Fields, time_field
 from mlsubmit.emulator.plan import legacy_plan
 from mlsubmit.emulator.server import Request, Router
@@ -42,7 +42,7 @@ def render(job: Job) -> dict[str, Any]:
         resource["errorMessage"] = job.error
     if job.state in ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"):
         resource["trainingOutput"] = {"consumedMLUnits": 0}
-    return resource
+    return legacy_tuning.training_output(job.name, resource)
 
 
 FIELDS = Fields({"state": lambda r: r["state"], "jobId": lambda r: r["jobId"], "job_id": lambda r: r["jobId"],
@@ -59,6 +59,8 @@ def create(emulator: Any, request: Request) -> tuple[int, dict]:
     project = request.params["project"]
     ids.check_project(project)
     body = checked_body("ml.v1", "GoogleCloudMlV1__Job", request.body or {})
+    if legacy_tuning.is_tuning(body):  # trials run by the study machinery
+        return emulator.legacy_tuning.create_job(body, project, render)
     plan = legacy_plan(body, project)
     job = Job(name=f"projects/{project}/jobs/{body['jobId']}", api="legacy", job_id=body["jobId"], project=project,
               body=body)

@@ -26,6 +26,7 @@ from mlsubmit.emulator.errors import field_error
 from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.spec import LEGACY_JOB_ID, JobSpec
 
+TRIAL_ENV = "mlsubmitTrialEnv"  # key of an internal legacy trial body: its hypertune environment
 LEGACY_TASK_TYPES = {"chief": "master", "worker": "worker", "ps": "ps", "evaluator": "evaluator"}
 
 
@@ -126,8 +127,9 @@ def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
     args = tuple(training.get("args") or ())
     if training.get("jobDir"):
         args += ("--job-dir", training["jobDir"])
+    env = tuple((body.get(TRIAL_ENV) or {}).items())  # a tuning trial's (set by the emulator, never by a request)
     replicas = tuple(Replica(role, index, f"{LEGACY_TASK_TYPES[role]}-replica-{index}", training["pythonModule"],
-                             args)
+                             args, env)
                      for role, pool in spec.pools.items() for index in range(pool.replica_count))
     return JobPlan("legacy", job_id, project, spec, replicas, tuple(training["packageUris"]))
 

@@ -33,10 +33,15 @@ def _marks(api: str, schema: str) -> tuple[frozenset[str], frozenset[str]]:
     """(required, output-only) property names of a schema."""
     properties = discovery.schemas(api)[schema].get("properties", {})
     required = frozenset(name for name, prop in properties.items()
-                         if prop.get("description", "").startswith("Required") and "enum" not in prop)
+                         if _always_required(prop.get("description", "")) and "enum" not in prop)
     output_only = frozenset(name for name, prop in properties.items()
                             if prop.get("description", "").startswith("Output only"))
     return required, output_only
+
+
+def _always_required(description: str) -> bool:
+    """"Required. …" — not "Required if type is `DOUBLE` …", which the service checks with the other fields."""
+    return description.startswith("Required") and not description.startswith("Required if")
 
 
 def _resolve(api: str, prop: dict) -> tuple[str | None, dict]:

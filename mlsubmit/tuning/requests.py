@@ -231,15 +231,6 @@ def trial_job_draft(document: dict[str, Any]) -> tuple[Any, list[str]]:
                    if key not in known and value not in (None, {}, [], "")] + notes
 
 
-def refuse_tuning(config: str | None) -> None:
-    """`mlsubmit train` runs single jobs: a --config with a tuning spec is refused rather than run as one plain job."""
-    if config and read_file(config, only_tuning=False)[0] is not None:
-        raise UsageError(f"invalid --config {config}: it holds a hyperparameter tuning spec, and mlsubmit train "
-                         "runs single jobs (running it as one would silently skip the tuning)",
-                         hint=f"write the tuning job with `mlsubmit config --config {config}` and create it with "
-                              f"`{HP_COMMAND} --config FILE`, or remove the hyperparameters")
-
-
 def normalize(document: dict[str, Any]) -> dict[str, Any]:
     """YAML booleans among discrete values are the numbers 0 and 1, as gcloud reads them (`[False, True]`)."""
     def fix(values: Any) -> Any:

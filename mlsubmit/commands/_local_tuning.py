@@ -1,0 +1,52 @@
+"""`mlsubmit train --local` with a tuning spec: run the trials here (mlsubmit.tuning.local_study) and render them — each
+trial's output prefixed with `[trial N]`, then the results table (best marked) and a PNG of the metric per trial
+against each parameter in the job dir (`trials.png`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import typer
+
+from mlsubmit.errors import OperationFailed, invalid_value
+
+
+def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: list[str], *, api: str,
+                       package_path: str) -> None:
+    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.commands._tuning_view import trial_table, write_plot
+    from mlsubmit.local.local_run import default_job_id, isolated_python
+    from mlsubmit.tuning.local_study import LocalTuning
+    from mlsubmit.jobspec.requests import require_python_package
+    from mlsubmit.tuning.results import results_of
+
+    spec, notes = spec_from_options(spec_flags, target="local")
+    require_python_package(spec)
+    notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")]  # mapped: the trials run
+    for note in [*notes, *tuning_notes]:
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    job_id = spec.job_name or default_job_id()
+    job_dir = spec.job_dir or f"jobs/{job_id}"
+    if job_dir.startswith("gs://"):
+        raise invalid_value("--job-dir", job_dir, "a local directory for a study run with --local (each trial "
+                            "writes its job dir and cloudml-hypertune metrics under it)", hint="pass a local --job-dir")
+    job_dir = os.path.abspath(job_dir)
+    say = typer.echo
+    python = isolated_python(package_path, None, spec.python_module, say)
+    say(f"study {job_id}: {tuning.max_trials} trials, at most {tuning.parallel_trials} at once, "
+        f"{tuning.goal.lower()} {tuning.metric!r} ({tuning.algorithm}); trial job dirs under {job_dir}/")
+    study = LocalTuning(spec.replace(job_name=job_id), tuning, api=api, job_dir=job_dir, python=python,
+                        say=say).run()
+    results = results_of(study.resource(tuning))
+    trial_table(results)
+    if results.best is not None:
+        write_plot(results, os.path.join(job_dir, "trials.png"), title=f"study {job_id}")
+    colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(study.state, "yellow")
+    typer.secho(f"study {job_id} {study.state}" + (f": {study.reason}" if study.reason else ""), fg=colour,
+                bold=True, err=True)
+    if study.state == "CANCELLED":
+        raise OperationFailed(f"study {job_id} stopped by the user; every running trial was stopped", exit_code=130)
+    if study.state != "SUCCEEDED":
+        raise OperationFailed(f"study {job_id} failed: {study.reason}", hint=f"the trials' output is above; their "
+                              f"job dirs are under {job_dir}/")
