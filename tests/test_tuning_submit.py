@@ -153,7 +153,8 @@ def test_train_local_runs_the_trials_here_two_at_once_with_a_results_table(hp_pr
     assert done.returncode == 0, done.stderr[-3000:]
     seen = {}
     for trial in range(1, 5):
-        record = json.loads((job_dir / str(trial) / "trial.json").read_text())
+        # Vertex AI: nothing added to the trial's arguments; it writes under AIP_MODEL_DIR = <job dir>/<trial>/model/
+        record = json.loads((job_dir / str(trial) / "model" / "trial.json").read_text())
         assert record["trial"] == str(trial) and record["task"] == {"type": "chief", "index": 0, "trial": str(trial)}
         seen[(record["args"]["learning_rate"], record["args"]["optimizer"])] = record["mse"]
     assert set(seen) == POINTS

@@ -16,7 +16,8 @@ def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: li
                        package_path: str) -> None:
     from mlsubmit.commands._spec_options import spec_from_options
     from mlsubmit.commands._tuning_view import trial_table, write_plot
-    from mlsubmit.local.local_run import default_job_id, isolated_python
+    from mlsubmit.jobspec.job_names import generate_job_name
+    from mlsubmit.local.local_run import isolated_python
     from mlsubmit.tuning.local_study import LocalTuning
     from mlsubmit.jobspec.requests import require_python_package
     from mlsubmit.tuning.results import results_of
@@ -26,14 +27,13 @@ def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: li
     notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")]  # mapped: the trials run
     for note in [*notes, *tuning_notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
-    job_id = spec.job_name or default_job_id()
-    job_dir = spec.job_dir or f"jobs/{job_id}"
-    if job_dir.startswith("gs://"):
-        raise invalid_value("--job-dir", job_dir, "a local directory for a study run with --local (each trial "
+    if spec.job_dir and spec.job_dir.startswith("gs://"):
+        raise invalid_value("--job-dir", spec.job_dir, "a local directory for a study run with --local (each trial "
                             "writes its job dir and cloudml-hypertune metrics under it)", hint="pass a local --job-dir")
-    job_dir = os.path.abspath(job_dir)
     say = typer.echo
-    python = isolated_python(package_path, None, spec.python_module, say)
+    python, name = isolated_python(package_path, None, spec.python_module, say)
+    job_id = spec.job_name or generate_job_name(name)
+    job_dir = os.path.abspath(spec.job_dir or f"jobs/{job_id}")
     say(f"study {job_id}: {tuning.max_trials} trials, at most {tuning.parallel_trials} at once, "
         f"{tuning.goal.lower()} {tuning.metric!r} ({tuning.algorithm}); trial job dirs under {job_dir}/")
     study = LocalTuning(spec.replace(job_name=job_id), tuning, api=api, job_dir=job_dir, python=python,
