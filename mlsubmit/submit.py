@@ -136,6 +136,9 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
     from mlsubmit import packaging, storage
 
     planned = submission.package
+    if check:  # the image's Python and packages, before anything is uploaded (once per sha256 and image)
+        from mlsubmit.image_check import check_plan
+        check_plan(submission.spec, planned, say=say)
     found = storage.stat(planned.uri, retry=retry)
     if found is not None:
         if found.size != planned.size:

@@ -34,9 +34,19 @@ def gcs(gcs_emulator, monkeypatch):
     yield gcs_emulator, bucket
 
 
+@pytest.fixture(scope="session")
+def images_home(tmp_path_factory):
+    """One $MLSUBMIT_IMAGES for the session: image metadata, image environments and pre-flight results are
+    content-addressed, so tests share them (an image environment takes minutes to build)."""
+    return tmp_path_factory.mktemp("images")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_user_state(tmp_path_factory, monkeypatch):
-    """Keep every test's user state (caches, config) out of the real home directory."""
+def _isolated_user_state(tmp_path_factory, monkeypatch, images_home):
+    """Keep every test's user state (caches, config) out of the real home directory. Local runs use mlsubmit's
+    own environment unless a test turns image environments on (MLSUBMIT_IMAGE_ENV=1)."""
+    monkeypatch.setenv("MLSUBMIT_IMAGES", str(images_home))
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "0")
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("MLSUBMIT_HOME", str(home / ".mlsubmit"))
     monkeypatch.setenv("KERAS_HOME", str(home / ".keras"))

@@ -1,0 +1,71 @@
+"""A package is checked against the image it will run on before anything is uploaded: its requirements with pip's
+resolver (network: the package index, as the cloud reaches it) and its syntax with the image's Python."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsubmit import image_check, images
+from mlsubmit.errors import UsageError
+from mlsubmit.interpreters import find_python
+
+pytest_plugins = ["support.training_emulator", "support.submit_cli"]
+IMAGE_217 = images.tensorflow_image("2.17", "cpu")
+IMAGE_311_PY37 = images.tensorflow_image("2.11", "cpu", python="3.7")
+OFFLINE = {"PIP_CONFIG_FILE": "/dev/null", "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_FIND_LINKS": "",
+           "PIP_EXTRA_INDEX_URL": ""}
+
+
+def _package(root, requires, code="def main():\n    return 0\n"):
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "task.py").write_text(code)
+    (root / "setup.py").write_text(f"NAME = 'pkg'\nVERSION = '0.1'\nREQUIRED_PACKAGES = {list(requires)!r}\n")
+    return root / "pkg"
+
+
+def test_syntax_the_images_python_cannot_parse_is_one_line(tmp_path):
+    code = tmp_path / "task.py"
+    code.write_text("def f(x):\n    match x:\n        case 1:\n            return 1\n")
+    with pytest.raises(UsageError, match=r"pkg/task.py line \d+: Pattern matching.*tf-cpu.2-11 runs Python 3.7"):
+        image_check.check_syntax([("pkg/task.py", code)], IMAGE_311_PY37)
+    assert "feature_version=(3, 10)" in image_check.check_syntax([("pkg/task.py", code)], IMAGE_217)
+
+
+@pytest.mark.skipif(find_python("3.10") is None, reason="no Python 3.10 interpreter on this machine")
+def test_grammar_feature_version_misses_is_caught_by_the_images_interpreter(tmp_path):
+    code = tmp_path / "task.py"
+    code.write_text("def f(*args: *tuple[int]):\n    pass\n")  # PEP 646 (3.11): ast's feature_version lets it by
+    with pytest.raises(UsageError, match=r"pkg/task.py line 1: invalid syntax: tf-cpu.2-17.py310 runs Python 3.10"):
+        image_check.check_syntax([("pkg/task.py", code)], IMAGE_217)
+
+
+def test_a_requirement_that_would_replace_the_images_tensorflow_pins_is_refused_before_upload(cloud, tmp_path):
+    package = _package(tmp_path, ["h5py>=3.10", "tensorboard>=2.21"])
+    run = cloud.run("train", "--package-path", str(package), "--python-module", "pkg.task")
+    assert run.code == 2, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "error: requirement tensorboard>=2.21 would replace the image's tensorboard: tf-cpu.2-17.py310 carries "
+        "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17; change the requirement in setup.py "
+        "(REQUIRED_PACKAGES) to one tf-cpu.2-17.py310 can take, or run on an image that carries it")
+    assert cloud.objects() == [] and cloud.vertex_jobs() == []
+
+
+def test_offline_says_what_was_not_checked_and_a_complete_check_is_cached(tmp_path, monkeypatch):
+    package = _package(tmp_path, ["h5py>=3.10"])
+    files = [("pkg/task.py", package / "task.py")]
+    with monkeypatch.context() as offline:
+        offline.setenv("MLSUBMIT_IMAGES", str(tmp_path / "fresh"))
+        for key, value in OFFLINE.items():
+            offline.setenv(key, value)
+        result = image_check.check(["h5py>=3.10"], files, "0" * 64, IMAGE_217)
+    (warning,) = result.warnings
+    assert warning.startswith("offline: ") and "(h5py>=3.10) were not resolved against tf-cpu.2-17.py310" in warning
+    assert result.resolved == () and not result.cached
+
+    first = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # online
+    assert first.warnings == () and dict(first.resolved)["tensorflow-cpu"] == "2.17.1"
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    again = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # same sha256 and image: no pip
+    assert again.cached and again.resolved == first.resolved
