@@ -7,7 +7,7 @@
 - `image_python(image)`: a venv holding those versions (TensorFlow, tf-keras, Keras, TensorBoard, protobuf and numpy
   within the image's pins), made with a Python of the image's version when this machine has one
   (mlsubmit.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256 of the exact package list
-  and the interpreter: built once. CPU wheels are installed (`tensorflow-cpu`): this machine runs no CUDA image.
+  and the interpreter: built once. No CUDA image runs here: TensorFlow runs on the CPU.
 - `job_python(image, sdist)`: a venv for one package on one image: the package is installed with `pip install
   <sdist>` on top of the image's environment, requirements included, as the cloud installs it (pip sees the
   image's packages through a .pth file and replaces only what a requirement forces it to). Offline, the package is
@@ -134,13 +134,18 @@ def _env_key(image: Image, carried: tuple[Carried, ...], python: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _framework_install(image: Image, carried: tuple[Carried, ...]) -> tuple[list[str], list[str]]:
-    """(requirements installed with their dependencies, distributions installed without: tf-keras needs
-    `tensorflow`, which the CPU image carries as tensorflow-cpu)."""
-    exact = [f"{c.name}=={c.version}" for c in carried if c.name != "tf-keras"]
+def _framework_install(image: Image, carried: tuple[Carried, ...]) -> list[str]:
+    """The requirements an image's environment is built from. The CPU build
+    (tensorflow-cpu) is installed: this machine runs no CUDA image; but where the image carries tf-keras, which
+    requires the `tensorflow` distribution, that one is installed (else pip would add it for every package that
+    requires tf-keras)."""
+    legacy = any(c.name == "tf-keras" for c in carried)
+    cpu = {} if legacy or image.version in ("1.15", "2.0") else {"tensorflow": "tensorflow-cpu"}
+    names = {"tensorflow-cpu": "tensorflow"} if legacy else cpu
+    exact = [f"{names.get(c.name, c.name)}=={c.version}" for c in carried]
     pinned = [f"{package}{pin}" for package, pin in image.pins if package in ("keras", "tensorboard", "protobuf",
                                                                              "numpy")]
-    return exact + pinned, [f"{c.name}=={c.version}" for c in carried if c.name == "tf-keras"]
+    return exact + pinned
 
 
 def _rename_into_place(building: Path, target: Path) -> None:
@@ -160,21 +165,18 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
     python = target / "bin" / "python"
     if python.exists():
         return python, True
-    with_deps, without = _framework_install(image, carried)
-    say(f"building the environment of {image.name} once: {', '.join(with_deps + without)}")
+    requirements = _framework_install(image, carried)
+    say(f"building the environment of {image.name} once: {', '.join(requirements)}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
     try:
         subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, timeout=300)
-        steps = [["install", "--no-input", *with_deps]] + ([["install", "--no-input", "--no-deps", *without]]
-                                                            if without else [])
-        for args in steps:
-            done = _pip(building / "bin" / "python", args)
-            if done.returncode != 0:
-                last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
-                raise UsageError(f"the environment of {image.name} could not be built: pip: {last[0]}",
-                                 hint="MLSUBMIT_IMAGE_ENV=0 runs in mlsubmit's own environment instead")
-        Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": with_deps + without}))
+        done = _pip(building / "bin" / "python", ["install", "--no-input", *requirements])
+        if done.returncode != 0:
+            last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+            raise UsageError(f"the environment of {image.name} could not be built: pip: {last[0]}",
+                             hint="MLSUBMIT_IMAGE_ENV=0 runs in mlsubmit's own environment instead")
+        Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": requirements}))
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
@@ -187,14 +189,18 @@ def _site_packages(python: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def job_python(image: Image, sdist: Path, sha256: str, say: Callable[[str], None] = lambda text: None,
+def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = lambda text: None,
                check: Callable[[Path, Path], object] | None = None) -> tuple[Path, bool]:
-    """(the python of a venv holding the package `sdist` installed on the image's environment, whether reused).
+    """(the python of a venv holding `packages` (sdists) installed on the image's environment, whether reused).
 
     `check(python, venv_dir)` runs on a new venv before it is put in place. Raises UsageError."""
+    from mlsubmit.packaging.sdist import file_sha256
+
     base_python, _ = image_python(image, say)
     env_dir = base_python.parent.parent
-    target = _home(image) / "jobs" / f"{sha256[:16]}-{env_dir.name}"
+    digests = [file_sha256(path) for path in packages]
+    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    target = _home(image) / "jobs" / f"{key[:16]}-{env_dir.name}"
     python = target / "bin" / "python"
     if python.exists():
         return python, True
@@ -206,14 +212,17 @@ def job_python(image: Image, sdist: Path, sha256: str, say: Callable[[str], None
         built = building / "bin" / "python"
         Path(_site_packages(built), "_mlsubmit_image.pth").write_text(
             f"import site; site.addsitedir({_site_packages(base_python)!r})\n")
-        done = _pip(built, ["install", "--no-input", str(sdist)])
-        if done.returncode != 0 and any(word in done.stderr for word in ("NewConnectionError", "Max retries",
-                                                                         "Could not fetch URL", "ProxyError")):
-            say(f"warning: offline: {sdist.name}'s requirements were not installed on {image.name}'s environment")
-            done = _pip(built, ["install", "--no-input", "--no-deps", "--no-build-isolation", str(sdist)])
-        if done.returncode != 0:
-            last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
-            raise UsageError(f"{sdist.name} does not install on {image.name}'s environment: pip: {last[0]}")
+        for sdist in packages:
+            say(f"Installing {sdist.name} on {image.name}'s environment (pip install, requirements included).")
+            done = _pip(built, ["install", "--no-input", str(sdist)])
+            if done.returncode != 0 and any(word in done.stderr for word in ("NewConnectionError", "Max retries",
+                                                                             "Could not fetch URL", "ProxyError")):
+                say(f"warning: offline: {sdist.name}'s requirements were not installed on {image.name}'s "
+                    "environment")
+                done = _pip(built, ["install", "--no-input", "--no-deps", "--no-build-isolation", str(sdist)])
+            if done.returncode != 0:
+                last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+                raise UsageError(f"{sdist.name} does not install on {image.name}'s environment: pip: {last[0]}")
         if check is not None:
             check(built, building)
     except BaseException:
@@ -221,6 +230,46 @@ def job_python(image: Image, sdist: Path, sha256: str, say: Callable[[str], None
         raise
     _rename_into_place(building, target)
     return python, False
+
+
+def _tensorflow_image(spec, say: Callable[[str], None]) -> Image | None:
+    from mlsubmit.image_check import image_for
+
+    if not enabled():
+        return None
+    image = image_for(spec)
+    if image is None:
+        return None
+    if image.framework != "tensorflow":
+        say(f"{image.name}: only TensorFlow images are built here; the job runs in mlsubmit's own environment")
+        return None
+    _, note = interpreter(image)
+    notes = [note] if note else []
+    if image.accelerator != "cpu":
+        notes.append(f"{image.name} is a {image.accelerator.upper()} image; here its TensorFlow runs on the CPU, "
+                     "without CUDA")
+    for text in notes:
+        say(f"note: {text}")
+    return image
+
+
+def local_python(spec, package_path: str, setup_py: str | None, module: str,
+                 say: Callable[[str], None]) -> Path | None:
+    """`train --local`: the package installed on its image's environment, or None (image environments off, a custom
+    container, a non-TensorFlow image: mlsubmit's own environment is used). Raises UsageError."""
+    from mlsubmit import packaging
+    from mlsubmit.packaging.preflight import check_module
+
+    image = _tensorflow_image(spec, say)
+    if image is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
+        sdist = packaging.build_sdist(package_path, setup_py, dist_dir=dist)
+        python, reused = job_python(image, [sdist.path], say,
+                                    check=lambda python, venv: check_module(python, venv, module, cwd=venv))
+    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…) {'already installed' if reused else 'installed'} "
+        f"on image {versions_line(image, python)}")
+    return python
 
 
 def versions_line(image: Image, python: Path) -> str:

@@ -12,6 +12,7 @@ Everything the user reads goes through `say`; the CLI decides how it looks.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -27,7 +28,7 @@ from mlsubmit.spec import JobSpec
 
 # Variables of the calling shell that would make a replica something other than what the service starts.
 _SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
-                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TF_USE_LEGACY_KERAS")
+                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,19 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
     return python
 
 
+def _safe_path(python: Path) -> bool:
+    """PYTHONSAFEPATH works from Python 3.11 on: the replicas' Python (its venv's pyvenv.cfg) decides."""
+    cfg = python.parent.parent / "pyvenv.cfg"
+    found = re.search(r"^version(?:_info)?\s*=\s*(\d+)\.(\d+)", cfg.read_text(), re.M) if cfg.exists() else None
+    return (int(found[1]), int(found[2])) >= (3, 11) if found else sys.version_info >= (3, 11)
+
+
 def replicas_to_start(job: local_job.LocalJob, python: Path) -> list[Replica]:
     base = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
     base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")  # safe path: the working tree never shadows the package
     base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Python < 3.11 ignores PYTHONSAFEPATH, and `-m` would import from the working directory first.
-    cwd = os.getcwd() if sys.version_info >= (3, 11) else str(python.parent.parent)
+    cwd = os.getcwd() if _safe_path(python) else str(python.parent.parent)
     return [Replica(r.name, r.role, (str(python), "-m", job.module, *r.args), {**base, **r.env}, cwd)
             for r in job.replicas]
 
@@ -76,7 +84,9 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
     job_id = spec.job_name or default_job_id()
     job_dir = spec.job_dir or f"jobs/{job_id}"
     job_dir = job_dir if job_dir.startswith("gs://") else os.path.abspath(job_dir)
-    python = isolated_python(package_path, setup_py, spec.python_module, say)
+    from mlsubmit.image_env import local_python
+    python = (local_python(spec, package_path, setup_py, spec.python_module, say)
+              or isolated_python(package_path, setup_py, spec.python_module, say))
     job = local_job.plan(spec, api=api, job_id=job_id, job_dir=job_dir, ports=ports,
                          gpus_here=local_job.gpus_on_this_machine())
     if job.emulated_devices:

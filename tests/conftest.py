@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Quiet TensorFlow's C++ start-up chatter in every subprocess the tests start.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Local runs and emulator jobs (started by session fixtures too) use mlsubmit's own environment; the image tests
+# turn image environments on for their own processes.
+os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +40,10 @@ def gcs(gcs_emulator, monkeypatch):
 @pytest.fixture(scope="session")
 def images_home(tmp_path_factory):
     """One $MLSUBMIT_IMAGES for the session: image metadata, image environments and pre-flight results are
-    content-addressed, so tests share them (an image environment takes minutes to build)."""
-    return tmp_path_factory.mktemp("images")
+    content-addressed, so tests share them (an image environment takes minutes to build). MLSUBMIT_TEST_IMAGES
+    names a directory that keeps them between sessions."""
+    kept = os.environ.get("MLSUBMIT_TEST_IMAGES")
+    return Path(kept) if kept else tmp_path_factory.mktemp("images")
 
 
 @pytest.fixture(autouse=True)

@@ -69,3 +69,18 @@ def test_offline_says_what_was_not_checked_and_a_complete_check_is_cached(tmp_pa
         monkeypatch.setenv(key, value)
     again = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # same sha256 and image: no pip
     assert again.cached and again.resolved == first.resolved
+
+
+def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
+    from mlsubmit.image_env import Carried
+
+    carried = (Carried("tensorflow-cpu", "2.17.1", ("tensorboard<2.18,>=2.17", "numpy<2.0.0,>=1.23.5")),)
+    said = ("ERROR: Cannot install tb-plugin==9.0 because these package versions have conflicting dependencies.\n\n"
+            "The conflict is caused by:\n    tb-plugin 9.0 depends on tensorboard>=2.21\n"
+            "    The user requested (constraint) tensorboard<2.18,>=2.17\n\nTo fix this you could try to:\n")
+    assert image_check._conflict(said, ["tb-plugin==9.0"], IMAGE_217, carried) == (
+        "tb-plugin 9.0 (from the package's requirements) needs tensorboard>=2.21: tf-cpu.2-17.py310 carries "
+        "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17")
+    unrelated = said.replace("depends on tensorboard", "depends on promise").replace(  # not the image's: a warning
+        "    The user requested (constraint) tensorboard<2.18,>=2.17\n", "")
+    assert image_check._conflict(unrelated, ["tb-plugin==9.0"], IMAGE_217, carried) is None

@@ -183,7 +183,8 @@ class Executor:
             packages = prepare.fetch(plan, work / "packages")
             if run.cancelled.is_set():
                 return self._interrupted(name, run)
-            python = prepare.venv_python(packages, say)
+            from mlsubmit.emulator.image_prepare import image_python
+            python = image_python(plan.spec, packages, say) or prepare.venv_python(packages, say)
         except prepare.PrepareError as err:
             return self._finish(self.store.get(name), "FAILED", str(err), "INVALID_ARGUMENT")
         from mlsubmit.emulator.launch import outcome_of, runner_for
