@@ -107,7 +107,10 @@ def constraints(image: Image, carried) -> str:
 
 
 def image_for(spec) -> Image | None:
-    """The table's image the job's chief runs (None for a custom container or an image the table does not know)."""
+    """The table's image the job's chief runs (None for a custom container or an image the table does not know):
+    the executorImageUri a Vertex AI request for `spec` names. A legacy-API job without --runtime-version is checked
+    against that default (2.17) too, not the legacy default runtime 2.11 (the legacy service is shut down; its jobs
+    run on Vertex AI or the emulator)."""
     from mlsubmit import images, machines, requests
 
     if spec.container_image is not None:

@@ -255,16 +255,24 @@ def _tensorflow_image(spec, say: Callable[[str], None]) -> Image | None:
 
 def local_python(spec, package_path: str, setup_py: str | None, module: str,
                  say: Callable[[str], None]) -> Path | None:
-    """`train --local`: the package installed on its image's environment, or None (image environments off, a custom
-    container, a non-TensorFlow image: mlsubmit's own environment is used). Raises UsageError."""
-    from mlsubmit import packaging
+    """`train --local`: the package checked against the image (mlsubmit.image_check, the same refusal as before an
+    upload) and installed on the image's environment, or None (image environments off, a custom container, a
+    non-TensorFlow image: mlsubmit's own environment is used). Raises UsageError."""
+    from mlsubmit.image_check import check, describe
     from mlsubmit.packaging.preflight import check_module
+    from mlsubmit.packaging.sdist import plan_sdist, write_sdist
 
     image = _tensorflow_image(spec, say)
     if image is None:
         return None
+
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-        sdist = packaging.build_sdist(package_path, setup_py, dist_dir=dist)
+        plan = plan_sdist(package_path, setup_py)
+        sdist = write_sdist(plan, dist)
+        checked = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, image)
+        for warning in checked.warnings:
+            say(f"warning: {warning}")
+        say(describe(checked, image))
         python, reused = job_python(image, [sdist.path], say,
                                     check=lambda python, venv: check_module(python, venv, module, cwd=venv))
     say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…) {'already installed' if reused else 'installed'} "

@@ -3,6 +3,10 @@ resolver (network: the package index, as the cloud reaches it) and its syntax wi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from mlsubmit import image_check, images
@@ -49,6 +53,17 @@ def test_a_requirement_that_would_replace_the_images_tensorflow_pins_is_refused_
         "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17; change the requirement in setup.py "
         "(REQUIRED_PACKAGES) to one tf-cpu.2-17.py310 can take, or run on an image that carries it")
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
+
+
+def test_train_local_on_the_image_refuses_it_too_before_building_anything(tmp_path):
+    package = _package(tmp_path, ["tensorboard>=2.21"])
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(package),
+                           "--python-module", "pkg.task"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "MLSUBMIT_IMAGE_ENV": "1"}, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error: requirement tensorboard>=2.21 would replace the image's tensorboard: tf-cpu.2-17.py310 carries " \
+           "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17" in done.stderr
+    assert "building the environment" not in done.stdout and "job " not in done.stdout  # nothing built or started
 
 
 def test_offline_says_what_was_not_checked_and_a_complete_check_is_cached(tmp_path, monkeypatch):
