@@ -251,14 +251,14 @@ def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] |
             if "No module named pip" in said:
                 return None, [*warnings, "pip is not installed in mlsubmit's environment: the requirements were "
                                          f"not resolved against {image.name}"]
+            conflict = _conflict(said, requirements, image, carried)  # a real conflict, even with an index down
+            if conflict:
+                raise UsageError(conflict, hint=f"change the requirement in setup.py (REQUIRED_PACKAGES) to one "
+                                                f"{image.name} can take, or run on an image that carries it")
             if any(word in said for word in _OFFLINE):
                 return None, [*warnings, f"offline: the package index could not be reached, so the requirements "
                                          f"({', '.join(requirements)}) were not resolved against {image.name}'s "
                                          "packages; syntax was checked"]
-            conflict = _conflict(said, requirements, image, carried)
-            if conflict:
-                raise UsageError(conflict, hint=f"change the requirement in setup.py (REQUIRED_PACKAGES) to one "
-                                                f"{image.name} can take, or run on an image that carries it")
             missing = _NO_MATCH.search(said)
             other_python = _OTHER_PYTHON.search(said)
             names = {_name(r): r for r in requirements}
