@@ -100,8 +100,12 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
                                      str(report), "--python-version", image.python, "--only-binary=:all:",
                                      "--timeout", "15", "--retries", "1", *image_requirements(image, lookup=True)])
         if done.returncode != 0:
+            from mlsubmit.image_check import _OFFLINE
+
             tail = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or ["no answer"]
-            raise UsageError(f"the packages of {image.name} could not be looked up on the package index: {tail[0]}")
+            why = "offline" if any(word in done.stderr for word in _OFFLINE) else "pip"
+            raise UsageError(f"the packages of {image.name} could not be looked up on the package index ({why}: "
+                             f"{tail[0]})")
         answer = json.loads(report.read_text())["install"]
     from packaging.utils import canonicalize_name
 
@@ -250,6 +254,11 @@ def _tensorflow_image(spec, say: Callable[[str], None]) -> Image | None:
                      "without CUDA")
     for text in notes:
         say(f"note: {text}")
+    try:
+        image_packages(image)
+    except UsageError as err:  # offline before this image's environment was ever built
+        say(f"warning: {err.message}: the job runs in mlsubmit's own environment instead of {image.name}'s")
+        return None
     return image
 
 

@@ -99,3 +99,17 @@ def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
     unrelated = said.replace("depends on tensorboard", "depends on promise").replace(  # not the image's: a warning
         "    The user requested (constraint) tensorboard<2.18,>=2.17\n", "")
     assert image_check._conflict(unrelated, ["tb-plugin==9.0"], IMAGE_217, carried) is None
+
+
+def test_offline_before_an_image_environment_exists_falls_back_to_mlsubmits_own_with_a_warning(tmp_path, monkeypatch):
+    from mlsubmit import image_env
+    from mlsubmit.spec import JobSpec
+
+    monkeypatch.setenv("MLSUBMIT_IMAGES", str(tmp_path / "fresh"))
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    said = []
+    assert image_env._tensorflow_image(JobSpec(runtime_version="2.15", target="local"), said.append) is None
+    assert said[-1].startswith("warning: the packages of tf-cpu.2-15.py310 could not be looked up on the package "
+                               "index (offline: ") and said[-1].endswith("instead of tf-cpu.2-15.py310's")
