@@ -236,7 +236,10 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
     return python, False
 
 
-def _tensorflow_image(spec, say: Callable[[str], None]) -> Image | None:
+def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
+    """The TensorFlow image whose environment the job runs in here, or None (off, a custom container, another
+    framework, or offline before its environment was built: each but the first said in one line). Notes the
+    mismatches this machine cannot close (the image's Python, CUDA)."""
     from mlsubmit.image_check import image_for
 
     if not enabled():
@@ -271,7 +274,7 @@ def local_python(spec, package_path: str, setup_py: str | None, module: str,
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.packaging.sdist import plan_sdist, write_sdist
 
-    image = _tensorflow_image(spec, say)
+    image = runnable_image(spec, say)
     if image is None:
         return None
 

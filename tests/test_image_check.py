@@ -110,6 +110,6 @@ def test_offline_before_an_image_environment_exists_falls_back_to_mlsubmits_own_
     for key, value in OFFLINE.items():
         monkeypatch.setenv(key, value)
     said = []
-    assert image_env._tensorflow_image(JobSpec(runtime_version="2.15", target="local"), said.append) is None
+    assert image_env.runnable_image(JobSpec(runtime_version="2.15", target="local"), said.append) is None
     assert said[-1].startswith("warning: the packages of tf-cpu.2-15.py310 could not be looked up on the package "
                                "index (offline: ") and said[-1].endswith("instead of tf-cpu.2-15.py310's")

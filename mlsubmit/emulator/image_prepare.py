@@ -18,7 +18,7 @@ def image_python(spec, packages: list[Path], say) -> Path | None:
     from mlsubmit import image_env
 
     try:
-        image = image_env._tensorflow_image(spec, say)
+        image = image_env.runnable_image(spec, say)
         if image is None:
             return None
         python, reused = image_env.job_python(image, packages, say)
