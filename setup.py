@@ -11,12 +11,17 @@ from setuptools import find_packages, setup
 
 NAME = "trainer"
 VERSION = "0.1.0"
+# Supported images: TensorFlow 2.16 and 2.17 (Keras 3 and tf-keras; checked against each with pip's resolver by
+# `mlsubmit train`'s pre-flight). No requirement may lift a package the image's TensorFlow pins (tensorboard 2.21
+# would replace the 2.17 image's tensorboard 2.17 and protobuf 4 and break TensorFlow 2.17).
 REQUIRED_PACKAGES = [
     "mlsubmit-runtime",  # staged beside this package by mlsubmit (multi_gpu_model, artifacts, emulated devices)
     "h5py>=3.10",
     "google-cloud-storage>=2.16",
     "matplotlib>=3.8",
-    "tensorboard>=2.21",
+    "tensorboard>=2.16",
+    "keras>=3",
+    "tf-keras>=2.16",
 ]
 
 if __name__ == "__main__":

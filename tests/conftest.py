@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Quiet TensorFlow's C++ start-up chatter in every subprocess the tests start.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Local runs and emulator jobs (started by session fixtures too) use mlsubmit's own environment; the image tests
+# turn image environments on for their own processes.
+os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
 pytest_plugins = ["support.leftovers"]  # no process the suite starts outlives its test or the session
 
@@ -36,9 +39,23 @@ def gcs(gcs_emulator, monkeypatch):
     yield gcs_emulator, bucket
 
 
+@pytest.fixture(scope="session")
+def images_home(tmp_path_factory):
+    """One $MLSUBMIT_IMAGES for the suite: image metadata, image environments and pre-flight results are
+    content-addressed (an image's environment by its pins and Python, a check by the sdist's sha256), so they are
+    kept between runs like pip's own cache (an image environment takes minutes to build): in
+    $MLSUBMIT_TEST_IMAGES, default ~/.cache/mlsubmit/test-images."""
+    kept = os.environ.get("MLSUBMIT_TEST_IMAGES") or Path.home() / ".cache" / "mlsubmit" / "test-images"
+    Path(kept).mkdir(parents=True, exist_ok=True)
+    return Path(kept)
+
+
 @pytest.fixture(autouse=True)
-def _isolated_user_state(tmp_path_factory, monkeypatch):
-    """Keep every test's user state (caches, config) out of the real home directory."""
+def _isolated_user_state(tmp_path_factory, monkeypatch, images_home):
+    """Keep every test's user state (caches, config) out of the real home directory. Local runs use mlsubmit's
+    own environment unless a test turns image environments on (MLSUBMIT_IMAGE_ENV=1)."""
+    monkeypatch.setenv("MLSUBMIT_IMAGES", str(images_home))
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "0")
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("MLSUBMIT_HOME", str(home / ".mlsubmit"))
     monkeypatch.setenv("KERAS_HOME", str(home / ".keras"))

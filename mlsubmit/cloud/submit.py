@@ -132,6 +132,9 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
     is built, pre-flighted or sent (its name holds the sha256 of its bytes; its size is checked). mlsubmit-runtime,
     when the package uses it, is staged the same way first (never pre-flighted: it is mlsubmit's own).
     Returns the package's mlsubmit.packaging.StagedPackage."""
+    if check:  # the image's Python and packages, before anything is uploaded (once per sha256 and image)
+        from mlsubmit.jobspec.image_check import check_plan
+        check_plan(submission.spec, submission.package, say=say)
     if submission.runtime is not None:
         runtime = _stage_one(submission, submission.runtime, check=False, retry=retry, show_progress=show_progress,
                              say=say)

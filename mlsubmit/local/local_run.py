@@ -12,6 +12,7 @@ Everything the user reads goes through `say`; the CLI decides how it looks.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -26,8 +27,7 @@ from mlsubmit_runtime import EMULATE_DEVICES_VARIABLE
 
 # Variables of the calling shell that would make a replica something other than what the service starts.
 _SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
-                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "TF_USE_LEGACY_KERAS",
-                      EMULATE_DEVICES_VARIABLE)
+                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", EMULATE_DEVICES_VARIABLE)
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,20 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
     return python, plan.metadata.name
 
 
+def _safe_path(python: Path) -> bool:
+    """PYTHONSAFEPATH works from Python 3.11 on: the replicas' Python (its venv's pyvenv.cfg) decides."""
+    cfg = python.parent.parent / "pyvenv.cfg"
+    found = re.search(r"^version(?:_info)?\s*=\s*(\d+)\.(\d+)", cfg.read_text(), re.M) if cfg.exists() else None
+    return (int(found[1]), int(found[2])) >= (3, 11) if found else sys.version_info >= (3, 11)
+
+
 def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, str] | None = None) -> list[Replica]:
     """Each replica's process: the service's variables, then the job's own (`--env`), over this shell's."""
     base = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
     base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")  # safe path: the working tree never shadows the package
     base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Python < 3.11 ignores PYTHONSAFEPATH, and `-m` would import from the working directory first.
-    cwd = os.getcwd() if sys.version_info >= (3, 11) else str(python.parent.parent)
+    cwd = os.getcwd() if _safe_path(python) else str(python.parent.parent)
     replicas = []
     for r in job.replicas:
         emulated = {EMULATE_DEVICES_VARIABLE: str(r.emulate_devices)} if r.emulate_devices else {}
@@ -96,7 +103,10 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
 
         reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)
-    python, name = isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
+    from mlsubmit.local.image_env import local_python
+
+    python, name = (local_python(spec, package_path, setup_py, spec.python_module, say, requirements, extras)
+                    or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras))
     job_id = spec.job_name or generate_job_name(name)
     # Vertex AI: the base output directory (AIP_*) defaults below jobs/ as a staging bucket's would;
     # legacy AI Platform has a job dir only when one was given.

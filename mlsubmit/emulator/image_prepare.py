@@ -1,0 +1,29 @@
+"""PREPARING on the job's image: the packages installed on an environment built from its prebuilt image.
+
+mlsubmit.local.image_env does the work; this only turns its errors into the job's error, and returns None (use
+`prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown or non-TensorFlow image, or
+with MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlsubmit.emulator.prepare import PrepareError
+from mlsubmit.errors import MlsubmitError
+
+
+def image_python(spec, packages: list[Path], say) -> Path | None:
+    """The python of a venv holding `packages` on the job's image environment, or None. Raises PrepareError."""
+    from mlsubmit.local import image_env
+
+    try:
+        image = image_env.runnable_image(spec, say)
+        if image is None:
+            return None
+        python, reused = image_env.job_python(image, packages, say)
+    except MlsubmitError as err:
+        raise PrepareError(f"The packages could not be installed on the job's image: {err.message}") from None
+    said = "already installed" if reused else "installed"
+    say(f"Packages {said} on image {image_env.versions_line(image, python)}.")
+    return python

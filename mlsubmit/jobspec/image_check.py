@@ -1,0 +1,337 @@
+"""Check a trainer package against the prebuilt image it will run on, before anything is uploaded.
+
+Two checks, both about the image's software rather than mlsubmit's own environment:
+
+- **Requirements**: the package's requirements are resolved together with the image's framework packages by pip's
+  own resolver, as the image would take them: `pip install --dry-run --ignore-installed --report -
+  --python-version <image's Python> --only-binary=:all: -c <the image's pins> <image packages> <requirements>`,
+  reaching the package index pip is configured with (PyPI by default, as the cloud does). A requirement that would
+  replace one of the image's framework packages is one line naming both sides ("requirement tensorboard>=2.21 would
+  replace the image's tensorboard: tf-cpu.2-17.py310 carries tensorflow-cpu 2.17.1, which requires
+  tensorboard<2.18,>=2.17"). `--only-binary` is what pip demands for a foreign Python version: a requirement
+  published only as an sdist cannot be resolved that way and is named in a warning instead.
+- **Syntax**: every `.py` file is parsed with `ast.parse(..., feature_version=(3, N))` for the image's Python 3.N
+  (this catches most newer grammar: `match`, `except*`, parenthesised context managers, walrus, positional-only
+  parameters, but not everything: e.g. PEP 701 f-strings and newer standard library names are missed), and, where
+  a Python 3.N interpreter exists on this machine (mlsubmit.local.interpreters), compiled by that interpreter, which is
+  exact for grammar. The result says which of the two ran.
+
+Offline (the index cannot be reached) the requirements are not checked: one warning says so; the syntax check still
+runs. A complete result is cached under $MLSUBMIT_IMAGES/<image>/checks/ (mlsubmit.local.image_env) by the sdist's
+sha256 and the image's name, so an unchanged package against the same image is checked once.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsubmit.errors import UsageError
+from mlsubmit.jobspec.images import Image
+
+_OFFLINE = ("NewConnectionError", "Max retries exceeded", "ConnectTimeoutError", "Temporary failure in name "
+            "resolution", "Name or service not known", "Network is unreachable", "ProxyError", "Could not fetch URL",
+            "Connection refused", "ReadTimeoutError")
+_CAUSES = "The conflict is caused by:"
+_NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
+_OTHER_PYTHON = re.compile(r"Ignored the following versions that require a different python version: (.*)")
+_DEPENDS = re.compile(r"^(?P<pkg>\S+) (?P<ver>\S+) depends on (?P<dep>.+)$")
+_REQUESTED = re.compile(r"^The user requested (?P<constraint>\(constraint\) )?(?P<req>.+)$")
+_COMPILE = ("import json, sys\n"
+            "for path, name in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+            "    try:\n"
+            "        compile(open(path, 'rb').read(), name, 'exec', dont_inherit=True)\n"
+            "    except SyntaxError as err:\n"
+            "        print(json.dumps([name, err.lineno, err.msg])); break\n")
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """What was checked against `image`: pip's choice of the image's packages (name -> version; empty when the
+    requirements were not resolved), how syntax was checked, the warnings, and whether it came from the cache."""
+
+    image: str
+    resolved: tuple[tuple[str, str], ...]
+    syntax: str
+    warnings: tuple[str, ...] = ()
+    cached: bool = False
+
+
+def _name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except Exception:  # noqa: BLE001 - pip's rendering of a requirement; the first word is its name
+        return canonicalize_name(re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0])
+
+
+def tensorflow_package(image: Image) -> str:
+    """The distribution that carries TensorFlow on this image: `tensorflow-cpu` on CPU images of TF 2.1+."""
+    if image.framework == "tensorflow" and image.accelerator == "cpu" and image.version not in ("1.15", "2.0"):
+        return "tensorflow-cpu"
+    return "tensorflow"
+
+
+_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy")  # pinned as constraints, installed as dependencies
+
+
+def image_requirements(image: Image, *, lookup: bool = False) -> list[str]:
+    """The image's framework packages as pip requirements ("tensorflow-cpu==2.17.*", "tf-keras==2.17.*"); the
+    packages they bring (Keras, TensorBoard, protobuf, numpy) are held to the image's pins by `constraints`.
+    `lookup`: the distribution to read metadata from (tensorflow-cpu's wheel is a third of tensorflow's, with the
+    same requirements)."""
+    cpu = lookup and image.framework == "tensorflow" and image.version not in ("1.15", "2.0")
+    names = {"tensorflow": "tensorflow-cpu" if cpu else tensorflow_package(image)}
+    framework = [(package, pin) for package, pin in image.pins if package not in _SUPPORTING]
+    return [f"{names.get(package, package)}{pin}" for package, pin in framework or image.pins]
+
+
+def constraints(image: Image, carried) -> str:
+    """A pip constraints file: the image's pins, its framework distributions at their versions, and what they
+    require (tensorflow-cpu 2.17.1's `tensorboard<2.18,>=2.17`, ...)."""
+    lines = [f"{package}{pin}" for package, pin in image.pins]
+    lines += [f"tensorflow-cpu{pin}" for package, pin in image.pins if package == "tensorflow"]
+    for item in carried:
+        lines += [f"{item.name}=={item.version}", *item.requires]
+    return "\n".join(lines) + "\n"
+
+
+def image_for(spec) -> Image | None:
+    """The table's image the job's chief runs (None for a custom container or an image the table does not know):
+    the executorImageUri a Vertex AI request for `spec` names. A legacy-API job without --runtime-version is checked
+    against that default (2.17) too, not the legacy default runtime 2.11 (the legacy service is shut down; its jobs
+    run on Vertex AI or the emulator)."""
+    from mlsubmit.jobspec import images
+    from mlsubmit.jobspec import machines
+    from mlsubmit.jobspec import requests
+
+    if spec.container_image is not None:
+        return None
+    chief = spec.pools.get("chief")
+    accelerator = chief.accelerator if chief is not None else None
+    found = machines.ACCELERATORS.get(accelerator[0]) if accelerator else None
+    return images.find(requests.executor_image(spec, found.kind if found else "cpu"))
+
+
+# -- syntax -----------------------------------------------------------------------------------------------------
+def check_syntax(files: Iterable[tuple[str, Path]], image: Image) -> str:
+    """Check every (name in the package, file) for grammar the image's Python rejects; returns how it was checked.
+
+    Raises:
+        UsageError: one line naming the file, line and the image's Python.
+    """
+    from mlsubmit.local.interpreters import find_python
+
+    files = [(name, Path(path)) for name, path in files if name.endswith(".py")]
+    major, minor = (int(part) for part in image.python.split("."))
+    here = sys.version_info[:2]
+    feature = min((major, minor), here)
+    for name, path in files:
+        try:
+            ast.parse(path.read_bytes(), name, feature_version=feature)
+        except SyntaxError as err:
+            _syntax_error(name, err.lineno, err.msg, image)
+    how = f"ast feature_version={feature}"
+    interpreter = find_python(image.python)
+    if interpreter is None or not files:
+        return how + ("" if interpreter else f" only (no Python {image.python} interpreter on this machine)")
+    args = [str(arg) for name, path in files for arg in (path, name)]
+    done = subprocess.run([str(interpreter), "-I", "-c", _COMPILE, *args], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    if done.returncode == 0 and done.stdout.strip():
+        name, line, message = json.loads(done.stdout.strip().splitlines()[-1])
+        _syntax_error(name, line, message, image)
+    return f"{how} and compiled by Python {image.python} ({interpreter})"
+
+
+def _syntax_error(name: str, line: int | None, message: str, image: Image) -> None:
+    raise UsageError(f"{name} line {line}: {message}: {image.name} runs Python {image.python}, which cannot parse it",
+                     hint=f"write it for Python {image.python}, or pick an image with a newer Python")
+
+
+# -- requirements -----------------------------------------------------------------------------------------------
+def _pip(args: Sequence[str], timeout: float = 300.0) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def _conflict(said: str, requirements: Sequence[str], image: Image, carried) -> str | None:
+    """pip's ResolutionImpossible explanation as one line naming the requirement and the image's side."""
+    if _CAUSES not in said:
+        return None
+    lines = []
+    for line in said.split(_CAUSES, 1)[1].splitlines()[1:]:
+        if not line.strip():
+            break
+        lines.append(line.strip())
+    ours = {_name(r) for r in requirements}
+    wants, pinned = [], {}
+    for line in lines:
+        depends, requested = _DEPENDS.match(line), _REQUESTED.match(line)
+        if depends:
+            wants.append((_name(depends["dep"]), f"{depends['pkg']} {depends['ver']} (from the package's "
+                                                 f"requirements) needs {depends['dep']}"))
+        elif requested and requested["constraint"]:
+            pinned[_name(requested["req"])] = requested["req"]
+        elif requested and _name(requested["req"]) in ours:
+            wants.append((_name(requested["req"]), f"requirement {requested['req']} would replace the image's "
+                                                   f"{_name(requested['req'])}"))
+    image_side = set(pinned) | {_name(r) for item in carried for r in (item.name, *item.requires)}
+    wants = [(package, text) for package, text in wants if package in image_side]
+    if not wants:
+        return None  # not about the image's packages (e.g. a dependency without a wheel): a warning, below
+    package, wanted = wants[0]
+    for item in carried:
+        if _name(item.name) == package:
+            return f"{wanted}: {image.name} carries {item.name} {item.version}"
+        for requirement in item.requires:
+            if _name(requirement) == package:
+                return f"{wanted}: {image.name} carries {item.name} {item.version}, which requires {requirement}"
+    return f"{wanted}: {image.name} carries {pinned.get(package, package)}"
+
+
+def _carried_by(requirement: str, carried) -> bool:
+    """Whether the image's own distribution of that name satisfies the requirement (pip leaves it as it is)."""
+    from packaging.requirements import Requirement
+
+    try:
+        parsed = Requirement(requirement)
+    except Exception:  # noqa: BLE001 - pip will name a requirement it cannot read
+        return False
+    return any(_name(item.name) == _name(parsed.name) and not parsed.extras and not parsed.marker
+               and parsed.specifier.contains(item.version, prereleases=True) for item in carried)
+
+
+def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] | None, list[str]]:
+    """({name: version} pip would install for `requirements` on the image, or None when not checked, warnings).
+
+    Raises:
+        UsageError: a requirement the image cannot take.
+    """
+    from mlsubmit.local.image_env import image_packages
+    from mlsubmit.packaging.runtime_dist import DISTRIBUTION
+
+    # mlsubmit-runtime is staged with the job (before the package), never fetched from an index
+    requirements = [r for r in requirements if _name(r) != DISTRIBUTION]
+    warnings: list[str] = []
+    if not requirements:
+        return {}, warnings
+    try:
+        carried = image_packages(image)
+    except UsageError as err:
+        return None, [f"offline: {err.message}, so the requirements ({', '.join(requirements)}) were not resolved "
+                      f"against {image.name}'s packages; syntax was checked"]
+    requirements = [r for r in requirements if not _carried_by(r, carried)]  # pip keeps what satisfies them
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-image-") as tmp:
+        pins = Path(tmp, "image-constraints.txt")
+        pins.write_text(constraints(image, carried))
+        report = Path(tmp, "report.json")
+        while requirements:
+            args = ["install", "--dry-run", "--ignore-installed", "--report", str(report), "--python-version",
+                    image.python, "--only-binary=:all:", "--timeout", "15", "--retries", "1", "-c", str(pins),
+                    *requirements]
+            try:
+                done = _pip(args)
+            except subprocess.TimeoutExpired:
+                return None, [*warnings, f"pip did not resolve the requirements for {image.name} within 300 s: "
+                                          "not checked against the image"]
+            if done.returncode == 0:
+                answer = json.loads(report.read_text())
+                chosen = {_name(item["metadata"]["name"]): item["metadata"]["version"] for item in answer["install"]}
+                return {**{c.name: c.version for c in carried}, **chosen}, warnings
+            said = f"{done.stdout}\n{done.stderr}"
+            if "No module named pip" in said:
+                return None, [*warnings, "pip is not installed in mlsubmit's environment: the requirements were "
+                                         f"not resolved against {image.name}"]
+            conflict = _conflict(said, requirements, image, carried)  # a real conflict, even with an index down
+            if conflict:
+                raise UsageError(conflict, hint=f"change the requirement in setup.py (REQUIRED_PACKAGES) to one "
+                                                f"{image.name} can take, or run on an image that carries it")
+            if any(word in said for word in _OFFLINE):
+                return None, [*warnings, f"offline: the package index could not be reached, so the requirements "
+                                         f"({', '.join(requirements)}) were not resolved against {image.name}'s "
+                                         "packages; syntax was checked"]
+            missing = _NO_MATCH.search(said)
+            other_python = _OTHER_PYTHON.search(said)
+            names = {_name(r): r for r in requirements}
+            if missing and other_python and _name(missing.group(1)) in names:
+                raise UsageError(f"requirement {missing.group(1)} has no release for Python {image.python}, which "
+                                 f"{image.name} runs (pip ignored: {other_python.group(1)[:160]})",
+                                 hint="require a release that supports that Python")
+            if missing and _name(missing.group(1)) in names:
+                dropped = names[_name(missing.group(1))]
+                warnings.append(f"{dropped} has no wheel for Python {image.python} on the index (an sdist only, or "
+                                f"no such package): not resolved against {image.name}")
+                requirements.remove(dropped)
+                continue
+            tail = " | ".join(line.strip() for line in said.splitlines() if line.startswith("ERROR"))[-300:]
+            why = tail or f"exit code {done.returncode}"
+            return None, [*warnings, f"pip could not resolve the requirements for {image.name} ({why}): not "
+                                     "checked against the image"]
+    return {c.name: c.version for c in carried}, warnings
+
+
+# -- the check, cached ------------------------------------------------------------------------------------------
+def _cache_path(sha256: str, image: Image) -> Path:
+    from mlsubmit.local.image_env import images_home
+
+    return images_home() / image.name / "checks" / f"{sha256[:32]}.json"
+
+
+def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image) -> ImageCheck:
+    """Check a package (its requirements, its (name, file) pairs, the sha256 of its sdist) against `image`.
+
+    Raises:
+        UsageError: a requirement the image cannot take, or syntax its Python cannot parse (one line).
+    """
+    cache = _cache_path(sha256, image)
+    if cache.exists():
+        saved = json.loads(cache.read_text())
+        return ImageCheck(image.name, tuple(map(tuple, saved["resolved"])), saved["syntax"], cached=True)
+    syntax = check_syntax(files, image)
+    resolved, warnings = resolve(requirements, image)
+    result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings))
+    if resolved is not None and not warnings:  # only a complete check is remembered
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"resolved": result.resolved, "syntax": syntax}))
+        os.replace(partial, cache)
+    return result
+
+
+def describe(result: ImageCheck, image: Image) -> str:
+    """One line for the user: what ran against which image."""
+    versions = dict(result.resolved)
+    carried = ", ".join(f"{name} {versions[name]}" for name in (_name(r) for r in image_requirements(image))
+                        if name in versions)
+    said = f"resolved by pip with {carried}" if versions else "requirements not resolved"
+    cached = " (cached for this sha256 and image)" if result.cached else ""
+    return f"image {image.name} (Python {image.python}): {said}; syntax: {result.syntax}{cached}"
+
+
+def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None) -> ImageCheck | None:
+    """The pre-upload hook: check a planned package (mlsubmit.packaging.DryRun) against the job's image.
+
+    Does nothing for a custom container or an image the table does not know. Warnings and the result go to `say`.
+    """
+    image = image_for(spec)
+    if image is None:
+        return None
+    plan = planned.plan
+    result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], planned.sha256, image)
+    for warning in result.warnings:
+        say(f"warning: {warning}")
+    say(describe(result, image))
+    return result

@@ -1,0 +1,308 @@
+"""The software of a prebuilt image, here: its framework packages, and local environments built from them.
+
+- `image_packages(image)`: what the image's framework distributions are (tensorflow-cpu 2.17.1, tf-keras 2.17.0)
+  and what they require (tensorboard<2.18,>=2.17, ...), read from their wheel metadata by pip
+  (`pip install --dry-run --no-deps --report`, for the image's Python) and kept in
+  $MLSUBMIT_HOME/images/<image>/packages.json: asked once per image.
+- `image_python(image)`: a venv holding those versions (TensorFlow, tf-keras, Keras, TensorBoard, protobuf and numpy
+  within the image's pins), made with a Python of the image's version when this machine has one
+  (mlsubmit.local.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256 of the exact package list
+  and the interpreter: built once. No CUDA image runs here: TensorFlow runs on the CPU.
+- `job_python(image, sdist)`: a venv for one package on one image: the package is installed with `pip install
+  <sdist>` on top of the image's environment, requirements included, as the cloud installs it (pip sees the
+  image's packages through a .pth file and replaces only what a requirement forces it to). Offline, the package is
+  installed without its requirements, and that is said.
+
+All of it lives under $MLSUBMIT_IMAGES (default $MLSUBMIT_HOME/images). Turned off with MLSUBMIT_IMAGE_ENV=0
+(then local runs and emulator jobs use mlsubmit's own environment, as before).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsubmit.errors import UsageError
+from mlsubmit.jobspec.images import Image
+
+_MARKERS = {"os_name": "posix", "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def enabled() -> bool:
+    """Local runs use image environments unless MLSUBMIT_IMAGE_ENV is 0/off/false/no."""
+    return os.environ.get("MLSUBMIT_IMAGE_ENV", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+@dataclass(frozen=True)
+class Carried:
+    """One framework distribution on an image: its name, version and requirements (markers already applied)."""
+
+    name: str
+    version: str
+    requires: tuple[str, ...]
+
+
+def images_home() -> Path:
+    """$MLSUBMIT_IMAGES, default $MLSUBMIT_HOME/images: image metadata, image environments, pre-flight results."""
+    from mlsubmit.local.venvs import mlsubmit_home
+
+    return Path(os.environ.get("MLSUBMIT_IMAGES") or mlsubmit_home() / "images")
+
+
+def _home(image: Image) -> Path:
+    return images_home() / image.name
+
+
+def _pip(python: str | Path, args: list[str], timeout: float = 900.0) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+                                                           "PIP_REQUIRE_VIRTUALENV")}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONNOUSERSITE="1")
+    return subprocess.run([str(python), "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def _applies(requirement: str, python: str) -> str | None:
+    """The requirement without its marker if it applies on Linux x86_64 under `python`, else None (extras too)."""
+    from packaging.requirements import Requirement
+
+    parsed = Requirement(requirement)
+    if parsed.marker is not None and not parsed.marker.evaluate({**_MARKERS, "python_version": python,
+                                                                 "python_full_version": f"{python}.0", "extra": ""}):
+        return None
+    if parsed.extras or parsed.url:
+        return None
+    return f"{parsed.name}{parsed.specifier}"
+
+
+def image_packages(image: Image) -> tuple[Carried, ...]:
+    """The image's framework distributions with their versions and requirements (asked once per image).
+
+    Raises:
+        UsageError: the index could not be asked (offline), or has no such release.
+    """
+    from mlsubmit.jobspec.image_check import image_requirements, tensorflow_package
+
+    saved = _home(image) / "packages.json"
+    if saved.exists():
+        return tuple(Carried(d["name"], d["version"], tuple(d["requires"])) for d in json.loads(saved.read_text()))
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-image-") as tmp:
+        report = Path(tmp, "report.json")
+        done = _pip(sys.executable, ["install", "--dry-run", "--no-deps", "--ignore-installed", "--report",
+                                     str(report), "--python-version", image.python, "--only-binary=:all:",
+                                     "--timeout", "15", "--retries", "1", *image_requirements(image, lookup=True)])
+        if done.returncode != 0:
+            from mlsubmit.jobspec.image_check import _OFFLINE
+
+            tail = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or ["no answer"]
+            why = "offline" if any(word in done.stderr for word in _OFFLINE) else "pip"
+            raise UsageError(f"the packages of {image.name} could not be looked up on the package index ({why}: "
+                             f"{tail[0]})")
+        answer = json.loads(report.read_text())["install"]
+    from packaging.utils import canonicalize_name
+
+    names = {"tensorflow-cpu": tensorflow_package(image)}  # the same requirements under either name
+    carried = []
+    for item in answer:
+        name = canonicalize_name(item["metadata"]["name"])
+        requires = (_applies(req, image.python) for req in item["metadata"].get("requires_dist", []))
+        carried.append(Carried(names.get(name, name), item["metadata"]["version"], tuple(r for r in requires if r)))
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps([vars(c) | {"requires": list(c.requires)} for c in carried], indent=1))
+    return tuple(carried)
+
+
+def interpreter(image: Image) -> tuple[Path, str | None]:
+    """(the Python to build the image's environments with, a note when it is not the image's version)."""
+    from mlsubmit.local.interpreters import find_python
+
+    found = find_python(image.python)
+    if found is not None:
+        return found, None
+    here = "%d.%d" % sys.version_info[:2]
+    return Path(sys.executable), (f"{image.name} runs Python {image.python}; this machine has no Python "
+                                  f"{image.python}, so its environment runs Python {here} (set "
+                                  f"MLSUBMIT_PYTHON_{image.python.replace('.', '_')} to an interpreter)")
+
+
+def _env_key(image: Image, carried: tuple[Carried, ...], python: Path) -> str:
+    text = json.dumps([image.name, list(image.pins), [(c.name, c.version) for c in carried], str(python)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _framework_install(image: Image, carried: tuple[Carried, ...]) -> list[str]:
+    """The requirements an image's environment is built from. The CPU build
+    (tensorflow-cpu) is installed: this machine runs no CUDA image; but where the image carries tf-keras, which
+    requires the `tensorflow` distribution, that one is installed (else pip would add it for every package that
+    requires tf-keras)."""
+    legacy = any(c.name == "tf-keras" for c in carried)
+    cpu = {} if legacy or image.version in ("1.15", "2.0") else {"tensorflow": "tensorflow-cpu"}
+    names = {"tensorflow-cpu": "tensorflow"} if legacy else cpu
+    exact = [f"{names.get(c.name, c.name)}=={c.version}" for c in carried]
+    pinned = [f"{package}{pin}" for package, pin in image.pins if package in ("keras", "tensorboard", "protobuf",
+                                                                             "numpy")]
+    return exact + pinned
+
+
+def _rename_into_place(building: Path, target: Path) -> None:
+    try:
+        os.rename(building, target)
+    except OSError:
+        pass  # an identical build finished first: use it
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -> tuple[Path, bool]:
+    """(the python of the image's environment, whether it was already built). Raises UsageError if pip fails."""
+    carried = image_packages(image)
+    base, _ = interpreter(image)
+    target = _home(image) / f"env-{_env_key(image, carried, base)}"
+    python = target / "bin" / "python"
+    if python.exists():
+        return python, True
+    requirements = _framework_install(image, carried)
+    say(f"building the environment of {image.name} once: {', '.join(requirements)}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+    try:
+        subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, timeout=300)
+        done = _pip(building / "bin" / "python", ["install", "--no-input", *requirements])
+        if done.returncode != 0:
+            last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+            raise UsageError(f"the environment of {image.name} could not be built: pip: {last[0]}",
+                             hint="MLSUBMIT_IMAGE_ENV=0 runs in mlsubmit's own environment instead")
+        Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": requirements}))
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    _rename_into_place(building, target)
+    return python, False
+
+
+def _site_packages(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = lambda text: None,
+               check: Callable[[Path, Path], object] | None = None) -> tuple[Path, bool]:
+    """(the python of a venv holding `packages` (sdists) installed on the image's environment, whether reused).
+
+    `check(python, venv_dir)` runs on a new venv before it is put in place. Raises UsageError."""
+    from mlsubmit.packaging.sdist import file_sha256
+
+    base_python, _ = image_python(image, say)
+    env_dir = base_python.parent.parent
+    digests = [file_sha256(path) for path in packages]
+    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    target = _home(image) / "jobs" / f"{key[:16]}-{env_dir.name}"
+    python = target / "bin" / "python"
+    if python.exists():
+        return python, True
+    base, _ = interpreter(image)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".installing-", dir=target.parent))
+    try:
+        subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, timeout=300)
+        built = building / "bin" / "python"
+        Path(_site_packages(built), "_mlsubmit_image.pth").write_text(
+            f"import site; site.addsitedir({_site_packages(base_python)!r})\n")
+        for sdist in packages:
+            say(f"Installing {sdist.name} on {image.name}'s environment (pip install, requirements included).")
+            done = _pip(built, ["install", "--no-input", str(sdist)])
+            if done.returncode != 0 and any(word in done.stderr for word in ("NewConnectionError", "Max retries",
+                                                                             "Could not fetch URL", "ProxyError")):
+                say(f"warning: offline: {sdist.name}'s requirements were not installed on {image.name}'s "
+                    "environment")
+                done = _pip(built, ["install", "--no-input", "--no-deps", "--no-build-isolation", str(sdist)])
+            if done.returncode != 0:
+                last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+                raise UsageError(f"{sdist.name} does not install on {image.name}'s environment: pip: {last[0]}")
+        if check is not None:
+            check(built, building)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    _rename_into_place(building, target)
+    return python, False
+
+
+def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
+    """The TensorFlow image whose environment the job runs in here, or None (off, a custom container, another
+    framework, or offline before its environment was built: each but the first said in one line). Notes the
+    mismatches this machine cannot close (the image's Python, CUDA)."""
+    from mlsubmit.jobspec.image_check import image_for
+
+    if not enabled():
+        return None
+    image = image_for(spec)
+    if image is None:
+        return None
+    if image.framework != "tensorflow":
+        say(f"{image.name}: only TensorFlow images are built here; the job runs in mlsubmit's own environment")
+        return None
+    _, note = interpreter(image)
+    notes = [note] if note else []
+    if image.accelerator != "cpu":
+        notes.append(f"{image.name} is a {image.accelerator.upper()} image; here its TensorFlow runs on the CPU, "
+                     "without CUDA")
+    for text in notes:
+        say(f"note: {text}")
+    try:
+        image_packages(image)
+    except UsageError as err:  # offline before this image's environment was ever built
+        say(f"warning: {err.message}: the job runs in mlsubmit's own environment instead of {image.name}'s")
+        return None
+    return image
+
+
+def local_python(spec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
+                 requirements: tuple[str, ...] = (), extras: tuple = ()) -> tuple[Path, str] | None:
+    """`train --local`: the package checked against the image (mlsubmit.jobspec.image_check, the same refusal as before an
+    upload) and installed on the image's environment, or None (image environments off, a custom container, a
+    non-TensorFlow image: mlsubmit's own environment is used). Raises UsageError."""
+    from mlsubmit.jobspec.image_check import check, describe
+    from mlsubmit.packaging.preflight import check_module
+    from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
+    from mlsubmit.packaging.sdist import plan_sdist, write_sdist
+
+    image = runnable_image(spec, say)
+    if image is None:
+        return None
+
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
+        plan = plan_sdist(package_path, setup_py, requirements)
+        sdist = write_sdist(plan, dist)
+        # installed before the package, as the job's package URIs list them
+        before = [build_runtime(dist).path] if needs_runtime(plan) else []
+        before += [extra.path for extra in extras if extra.path is not None]
+        checked = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, image)
+        for warning in checked.warnings:
+            say(f"warning: {warning}")
+        say(describe(checked, image))
+        python, reused = job_python(image, [*before, sdist.path], say,
+                                    check=lambda python, venv: check_module(python, venv, module, cwd=venv))
+    beside = f" after {', '.join(path.name for path in before)}" if before else ""
+    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…){beside} "
+        f"{'already installed' if reused else 'installed'} on image {versions_line(image, python)} "
+        f"(venv {python.parent.parent})")
+    return python, plan.metadata.name
+
+
+def versions_line(image: Image, python: Path) -> str:
+    """What the environment runs: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."."""
+    script = ("import sys, importlib.metadata as m\nout = ['Python ' + sys.version.split()[0]]\n"
+              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'protobuf', 'numpy'):\n"
+              "    try: out.append(name + ' ' + m.version(name))\n    except m.PackageNotFoundError: pass\n"
+              "print(', '.join(out))\n")
+    done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    return f"{image.name}: {done.stdout.strip() or 'versions unknown'}"

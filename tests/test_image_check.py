@@ -1,0 +1,117 @@
+"""A package is checked against the image it will run on before anything is uploaded: its requirements with pip's
+resolver (network: the package index, as the cloud reaches it) and its syntax with the image's Python."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mlsubmit.jobspec import images
+
+from mlsubmit.jobspec import image_check
+from mlsubmit.errors import UsageError
+from mlsubmit.local.interpreters import find_python
+
+pytest_plugins = ["support.training_emulator", "support.submit_cli"]
+IMAGE_217 = images.tensorflow_image("2.17", "cpu")
+IMAGE_311_PY37 = images.tensorflow_image("2.11", "cpu", python="3.7")
+OFFLINE = {"PIP_CONFIG_FILE": "/dev/null", "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_FIND_LINKS": "",
+           "PIP_EXTRA_INDEX_URL": ""}
+
+
+def _package(root, requires, code="def main():\n    return 0\n"):
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "task.py").write_text(code)
+    (root / "setup.py").write_text(f"NAME = 'pkg'\nVERSION = '0.1'\nREQUIRED_PACKAGES = {list(requires)!r}\n")
+    return root / "pkg"
+
+
+def test_syntax_the_images_python_cannot_parse_is_one_line(tmp_path):
+    code = tmp_path / "task.py"
+    code.write_text("def f(x):\n    match x:\n        case 1:\n            return 1\n")
+    with pytest.raises(UsageError, match=r"pkg/task.py line \d+: Pattern matching.*tf-cpu.2-11 runs Python 3.7"):
+        image_check.check_syntax([("pkg/task.py", code)], IMAGE_311_PY37)
+    assert "feature_version=(3, 10)" in image_check.check_syntax([("pkg/task.py", code)], IMAGE_217)
+
+
+@pytest.mark.skipif(find_python("3.10") is None, reason="no Python 3.10 interpreter on this machine")
+def test_grammar_feature_version_misses_is_caught_by_the_images_interpreter(tmp_path):
+    code = tmp_path / "task.py"
+    code.write_text("def f(*args: *tuple[int]):\n    pass\n")  # PEP 646 (3.11): ast's feature_version lets it by
+    with pytest.raises(UsageError, match=r"pkg/task.py line 1: invalid syntax: tf-cpu.2-17.py310 runs Python 3.10"):
+        image_check.check_syntax([("pkg/task.py", code)], IMAGE_217)
+
+
+def test_a_requirement_that_would_replace_the_images_tensorflow_pins_is_refused_before_upload(cloud, tmp_path):
+    package = _package(tmp_path, ["h5py>=3.10", "tensorboard>=2.21"])
+    run = cloud.run("train", "--package-path", str(package), "--python-module", "pkg.task")
+    assert run.code == 2, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "error: requirement tensorboard>=2.21 would replace the image's tensorboard: tf-cpu.2-17.py310 carries "
+        "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17; change the requirement in setup.py "
+        "(REQUIRED_PACKAGES) to one tf-cpu.2-17.py310 can take, or run on an image that carries it")
+    assert cloud.objects() == [] and cloud.vertex_jobs() == []
+
+
+def test_train_local_on_the_image_refuses_it_too_before_building_anything(tmp_path):
+    package = _package(tmp_path, ["tensorboard>=2.21"])
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(package),
+                           "--python-module", "pkg.task"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "MLSUBMIT_IMAGE_ENV": "1"}, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error: requirement tensorboard>=2.21 would replace the image's tensorboard: tf-cpu.2-17.py310 carries " \
+           "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17" in done.stderr
+    assert "building the environment" not in done.stdout and "job " not in done.stdout  # nothing built or started
+
+
+def test_offline_says_what_was_not_checked_and_a_complete_check_is_cached(tmp_path, monkeypatch):
+    package = _package(tmp_path, ["h5py>=3.10"])
+    files = [("pkg/task.py", package / "task.py")]
+    with monkeypatch.context() as offline:
+        offline.setenv("MLSUBMIT_IMAGES", str(tmp_path / "fresh"))
+        for key, value in OFFLINE.items():
+            offline.setenv(key, value)
+        result = image_check.check(["h5py>=3.10"], files, "0" * 64, IMAGE_217)
+    (warning,) = result.warnings
+    assert warning.startswith("offline: ") and "(h5py>=3.10) were not resolved against tf-cpu.2-17.py310" in warning
+    assert result.resolved == () and not result.cached
+
+    first = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # online
+    assert first.warnings == () and dict(first.resolved)["tensorflow-cpu"] == "2.17.1"
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    again = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # same sha256 and image: no pip
+    assert again.cached and again.resolved == first.resolved
+
+
+def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
+    from mlsubmit.local.image_env import Carried
+
+    carried = (Carried("tensorflow-cpu", "2.17.1", ("tensorboard<2.18,>=2.17", "numpy<2.0.0,>=1.23.5")),)
+    said = ("ERROR: Cannot install tb-plugin==9.0 because these package versions have conflicting dependencies.\n\n"
+            "The conflict is caused by:\n    tb-plugin 9.0 depends on tensorboard>=2.21\n"
+            "    The user requested (constraint) tensorboard<2.18,>=2.17\n\nTo fix this you could try to:\n")
+    assert image_check._conflict(said, ["tb-plugin==9.0"], IMAGE_217, carried) == (
+        "tb-plugin 9.0 (from the package's requirements) needs tensorboard>=2.21: tf-cpu.2-17.py310 carries "
+        "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17")
+    unrelated = said.replace("depends on tensorboard", "depends on promise").replace(  # not the image's: a warning
+        "    The user requested (constraint) tensorboard<2.18,>=2.17\n", "")
+    assert image_check._conflict(unrelated, ["tb-plugin==9.0"], IMAGE_217, carried) is None
+
+
+def test_offline_before_an_image_environment_exists_falls_back_to_mlsubmits_own_with_a_warning(tmp_path, monkeypatch):
+    from mlsubmit.local import image_env
+    from mlsubmit.jobspec.spec import JobSpec
+
+    monkeypatch.setenv("MLSUBMIT_IMAGES", str(tmp_path / "fresh"))
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    said = []
+    assert image_env.runnable_image(JobSpec(runtime_version="2.15", target="local"), said.append) is None
+    assert said[-1].startswith("warning: the packages of tf-cpu.2-15.py310 could not be looked up on the package "
+                               "index (offline: ") and said[-1].endswith("instead of tf-cpu.2-15.py310's")

@@ -1,0 +1,89 @@
+"""`train --local` runs the replicas on the software of the job's image: an environment built from the image's table
+entry (real TensorFlow releases from the package index, built once per image in the session's images dir), the
+trainer's requirements installed on top as the cloud does, and the user's TF_USE_LEGACY_KERAS passed through.
+
+Heavy: each image environment downloads and installs a TensorFlow release (about 1-2.5 minutes cold on 2 cores);
+later runs reuse it. Set MLSUBMIT_TEST_IMAGES to a directory to keep them between sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["support.training_emulator"]
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+KERAS2 = ROOT / "tests" / "support" / "keras2_trainer" / "kerastwo"
+
+
+def _train(package: Path, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(package),
+                           *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NO_COLOR": "1", "MLSUBMIT_IMAGE_ENV": "1", **env})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def _metrics(job_dir: Path) -> dict:
+    (found,) = job_dir.rglob("metrics.json")
+    return json.loads(found.read_text())
+
+
+def test_bundled_and_keras2_trainers_run_on_the_217_image_and_install_cleanly(tmp_path, images_home):
+    done = _train(ROOT / "trainer", "--job-dir", "bundled", "--", "--dry-run", cwd=tmp_path)
+    assert "installed on image tf-cpu.2-17.py310: Python 3.10" in done.stdout or "no Python 3.10" in done.stdout
+    assert "tensorflow 2.17.1" in done.stdout and "tensorboard 2.17.1" in done.stdout
+    assert _metrics(tmp_path / "bundled")["tensorflow_version"] == "2.17.1"
+    assert "trainer-0.1.0.tar.gz (sha256 " in done.stdout and " after mlsubmit_runtime-" in done.stdout
+    venv = Path(re.search(r"\(venv (/\S+)\)$", done.stdout, re.M).group(1)) / "bin" / "python"
+    assert venv.is_relative_to(images_home / "tf-cpu.2-17.py310" / "jobs")
+    checked = subprocess.run([str(venv), "-m", "pip", "check"], capture_output=True, text=True)
+    assert checked.returncode == 0 and "No broken requirements found" in checked.stdout, checked.stdout
+
+    done = _train(KERAS2, "--python-module", "kerastwo.task", "--runtime-version", "2.17", "--job-dir", "two",
+                  cwd=tmp_path, TF_USE_LEGACY_KERAS="1")
+    assert "kerastwo: tensorflow 2.17.1, tf.keras 2.17.0" in done.stdout
+    assert _metrics(tmp_path / "two")["tensorflow_version"] == "2.17.1"
+
+
+def test_an_emulator_job_prepares_on_its_image_and_its_logs_say_what_ran(gcs_emulator, tmp_path, monkeypatch):
+    from support.training_emulator import TrainingEmulator, stage_package
+
+    from mlsubmit.jobspec.requests import vertex_custom_job
+    from mlsubmit.jobspec.spec import JobSpec, Pool
+
+    shutil.copytree(KERAS2.parent, tmp_path / "project")
+    bucket = f"images-{os.getpid()}"
+    gcs_emulator.create_bucket(bucket)
+    uri = stage_package(tmp_path / "project" / "kerastwo", gcs_emulator.endpoint, bucket)
+    body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="keras2",
+                                     job_dir=f"gs://{bucket}/out", package_uris=(uri,), runtime_version="2.17",
+                                     python_module="kerastwo.task"))
+    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [{"name": "TF_USE_LEGACY_KERAS",
+                                                                          "value": "1"}]
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
+    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
+        parent = "projects/p/locations/us-central1"
+        job = emulator.vertex_jobs().create(parent=parent, body=body).execute()
+        job = emulator.wait(emulator.vertex_jobs().get(name=job["name"]).execute, timeout=400)
+        lines = [e["textPayload"] for e in emulator.log_lines(job["name"].rsplit("/", 1)[-1], "p")]
+    assert job["state"] == "JOB_STATE_SUCCEEDED", lines[-20:]
+    assert any(re.match(r"Packages (already )?installed on image tf-cpu.2-17.py310: Python 3.10", line) or
+               "no Python 3.10" in line for line in lines), lines
+    assert any("kerastwo: tensorflow 2.17.1, tf.keras 2.17.0" in line for line in lines), "\n".join(lines)
+
+
+def test_a_keras2_feature_column_trainer_runs_on_the_215_image(tmp_path):
+    done = _train(KERAS2, "--python-module", "kerastwo.task", "--runtime-version", "2.15", "--job-dir", "job",
+                  cwd=tmp_path)
+    assert "installed on image tf-cpu.2-15.py310" in done.stdout
+    metrics = _metrics(tmp_path / "job")
+    assert metrics["tensorflow_version"] == "2.15.1" and metrics["keras_version"].startswith("2.15.")
