@@ -48,8 +48,9 @@ def test_bundled_and_keras2_trainers_run_on_the_217_image_and_install_cleanly(tm
     checked = subprocess.run([str(venv), "-m", "pip", "check"], capture_output=True, text=True)
     assert checked.returncode == 0 and "No broken requirements found" in checked.stdout, checked.stdout
 
-    done = _train(KERAS2, "--python-module", "kerastwo.task", "--runtime-version", "2.17", "--job-dir", "two",
-                  cwd=tmp_path, TF_USE_LEGACY_KERAS="1")
+    # a legacy-era trainer (--job-dir required): legacy AI Platform passes it
+    done = _train(KERAS2, "--api", "legacy", "--python-module", "kerastwo.task", "--runtime-version", "2.17",
+                  "--job-dir", "two", cwd=tmp_path, TF_USE_LEGACY_KERAS="1")
     assert "kerastwo: tensorflow 2.17.1, tf.keras 2.17.0" in done.stdout
     assert _metrics(tmp_path / "two")["tensorflow_version"] == "2.17.1"
 
@@ -66,7 +67,7 @@ def test_an_emulator_job_prepares_on_its_image_and_its_logs_say_what_ran(gcs_emu
     uri = stage_package(tmp_path / "project" / "kerastwo", gcs_emulator.endpoint, bucket)
     body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="keras2",
                                      job_dir=f"gs://{bucket}/out", package_uris=(uri,), runtime_version="2.17",
-                                     python_module="kerastwo.task"))
+                                     python_module="kerastwo.task", args=("--job-dir", f"gs://{bucket}/out")))
     body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [{"name": "TF_USE_LEGACY_KERAS",
                                                                           "value": "1"}]
     monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
@@ -82,8 +83,8 @@ def test_an_emulator_job_prepares_on_its_image_and_its_logs_say_what_ran(gcs_emu
 
 
 def test_a_keras2_feature_column_trainer_runs_on_the_215_image(tmp_path):
-    done = _train(KERAS2, "--python-module", "kerastwo.task", "--runtime-version", "2.15", "--job-dir", "job",
-                  cwd=tmp_path)
+    done = _train(KERAS2, "--api", "legacy", "--python-module", "kerastwo.task", "--runtime-version", "2.15",
+                  "--job-dir", "job", cwd=tmp_path)
     assert "installed on image tf-cpu.2-15.py310" in done.stdout
     metrics = _metrics(tmp_path / "job")
     assert metrics["tensorflow_version"] == "2.15.1" and metrics["keras_version"].startswith("2.15.")
