@@ -72,6 +72,14 @@ def test_full_run_preflights_then_stages_to_a_directory(project, tmp_path):
     assert (tmp_path / "dist" / "tinypkg-1.2.0.tar.gz").exists()
     assert len(list((tmp_path / "stage" / "packages").glob("*/tinypkg-1.2.0.tar.gz"))) == 1
     assert "runtime" not in result.stdout and not list((tmp_path / "dist").glob("mlsubmit_runtime*"))
+    again = run("--package-path", str(project), "--dist-dir", str(tmp_path / "dist"), "--stage",
+                str(tmp_path / "stage"), "--output", "json")  # unchanged: its passed pre-flight is not repeated
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["preflight"]["cached"] is True
+    task = project / "task.py"
+    task.write_text(task.read_text() + "# changed\n")
+    changed = run("--package-path", str(project), "--dist-dir", str(tmp_path / "dist"), "--output", "json")
+    assert changed.exit_code == 0 and json.loads(changed.stdout)["preflight"]["cached"] is False
 
 
 def test_a_package_using_the_runtime_gets_its_sdist_built_and_staged_beside_it(tmp_path):

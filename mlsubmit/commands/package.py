@@ -56,7 +56,8 @@ def _render(result, output: str, runtime=None) -> None:
             "size": sdist.size, "files": list(sdist.files), "build": result.build,
             "uploaded": bool(staged and staged.uploaded),
             "bytes_sent": staged.bytes_sent if staged else 0, "extra_packages": [e.uri for e in result.extras],
-            "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2)}
+            "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2),
+                           "cached": checked.cached}
                           if checked else "skipped"),
             "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
         return
@@ -68,7 +69,11 @@ def _render(result, output: str, runtime=None) -> None:
     else:
         how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
         added = f", requirements installed: {', '.join(checked.installed)}" if checked.installed else ""
-        typer.echo(f"preflight ok: installed in a fresh venv{added}; `{how}` ran ({checked.seconds:.1f} s)")
+        if checked.cached:
+            typer.echo(f"preflight ok: this sdist passed it before (`{how}` ran in a fresh venv{added}); not "
+                       "repeated")
+        else:
+            typer.echo(f"preflight ok: installed in a fresh venv{added}; `{how}` ran ({checked.seconds:.1f} s)")
     for placed in (staged, *result.extras) if staged is not None else ():
         sent = f"{'uploaded' if placed.uploaded else 'already staged'}, {placed.bytes_sent:,} bytes sent"
         typer.echo(f"staged    {placed.uri} ({sent})")

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit.packaging.preflight import PreflightResult, module_missing, preflight
+from mlsubmit.packaging.preflight import PreflightResult, checked_once, module_missing
 from mlsubmit.packaging.sdist import Sdist, SdistPlan, archive_digest, copy_sdist, plan_sdist, write_sdist
 from mlsubmit.packaging.extras import ExtraPackage
 from mlsubmit.packaging.stage import StagedPackage, check_destination, content_uri, stage, stage_extra
@@ -59,7 +59,7 @@ def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, 
         with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as tmp:
             built = write_sdist(plan, tmp)
             local_extras = tuple(extra.path for extra in extras if extra.path is not None)
-            checked = preflight(built, module, extra_packages=local_extras)
+            checked = checked_once(built, module, extra_packages=local_extras)
             sdist = copy_sdist(built, target)
     else:
         sdist = write_sdist(plan, target)

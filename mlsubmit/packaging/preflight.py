@@ -20,6 +20,8 @@ TensorFlow), done locally so a package that cannot install fails before a job is
 from __future__ import annotations
 
 import importlib.util
+import hashlib
+import json
 import os
 import site
 import subprocess
@@ -55,6 +57,7 @@ class PreflightResult:
     origin: str
     seconds: float
     installed: tuple[str, ...] = ()  # requirements the environment lacked, installed from the index
+    cached: bool = False  # this same content passed before (`checked_once`): nothing was installed now
 
 
 def _clean_env(cwd: Path) -> dict[str, str]:
@@ -248,3 +251,41 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
         check, origin = check_module(python, work / "venv", module, cwd=work, timeout=timeout,
                                      package=sdist.package)
     return PreflightResult(module, check, origin, time.perf_counter() - started, installed)
+
+
+def _cache_key(sdist: Sdist, module: str, extra_packages: tuple) -> str:
+    """What a pre-flight's outcome depends on: the sdist's bytes, the module, the extra packages' bytes,
+    mlsubmit-runtime's sdist when the package uses it, and the Python and mlsubmit that run it."""
+    import sys
+
+    from mlsubmit import __version__
+    from mlsubmit.packaging.runtime_dist import runtime_plan, sdist_needs_runtime
+    from mlsubmit.packaging.sdist import archive_digest, file_sha256
+
+    parts = [sdist.sha256, module, sys.version, __version__, *(file_sha256(Path(p)) for p in extra_packages)]
+    if sdist_needs_runtime(sdist.path):
+        parts.append(archive_digest(runtime_plan())[0])
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def checked_once(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0,
+                 extra_packages: tuple = ()) -> PreflightResult:
+    """`preflight`, once per content: a passed check is kept under $MLSUBMIT_HOME/preflight/ by `_cache_key`, so
+    packaging an unchanged package again installs nothing (the result says `cached`). A failure is never kept."""
+    from mlsubmit.local.venvs import mlsubmit_home
+
+    module = module or default_module(sdist)
+    kept = mlsubmit_home() / "preflight" / f"{_cache_key(sdist, module, tuple(extra_packages))}.json"
+    try:
+        saved = json.loads(kept.read_text(encoding="utf-8"))
+        return PreflightResult(saved["module"], saved["check"], saved["origin"], 0.0, tuple(saved["installed"]),
+                               cached=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    result = preflight(sdist, module, timeout=timeout, extra_packages=extra_packages)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_name(f".{kept.name}.{os.getpid()}")
+    partial.write_text(json.dumps({"module": result.module, "check": result.check, "origin": result.origin,
+                                   "installed": list(result.installed)}), encoding="utf-8")
+    os.replace(partial, kept)
+    return result
