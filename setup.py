@@ -22,6 +22,7 @@ REQUIRED_PACKAGES = [
     "tensorboard>=2.16",
     "keras>=3",
     "tf-keras>=2.16",
+    "cloudml-hypertune",  # every epoch's metrics reported for tuning jobs (mlsubmit_runtime.hypertune uses it)
 ]
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ def test_bad_values_name_the_flag_and_what_is_allowed():
         parse_config(["--job-dir", "/tmp/x", "--gpus", "-1"], env={})
     with pytest.raises(TrainerError, match="missing --job-dir"):
         parse_config([], env={})
+    for flag in ("--epochs", "--learning-rate", "--validation-split"):  # int()/float() read ٣ as 3
+        with pytest.raises(TrainerError, match=f"{flag}: received '٣'"):
+            parse_config(["--job-dir", "/tmp/x", flag, "٣"], env={})
 
 
 def test_job_dir_comes_from_vertex_base_output_directory():

@@ -241,3 +241,39 @@ def test_a_dropped_tuning_create_response_leaves_exactly_one_study(cloud, hp_pro
     assert [s["name"].rsplit("/", 1)[-1] for s in found["hyperparameterTuningJobs"]] == [run.stdout.strip()]
     assert any("drop_create_response" in fired for fired in cloud.emulator.admin("GET", "faults")["fired"])
     cloud.emulator.wait(studies.get(name=found["hyperparameterTuningJobs"][0]["name"]).execute)
+
+
+BUNDLED_SPEC = """\
+studySpec:
+  metrics: [{metricId: val_accuracy, goal: MAXIMIZE}]
+  algorithm: GRID_SEARCH
+  parameters:
+    - parameterId: learning-rate
+      discreteValueSpec: {values: [0.001, 0.01]}
+    - parameterId: optimizer
+      categoricalValueSpec: {values: [adam, sgd]}
+maxTrialCount: 4
+parallelTrialCount: 2
+"""
+
+
+def test_the_bundled_trainer_is_tunable_out_of_the_box(cloud, tmp_path):
+    """The project's own trainer reports every epoch's metrics through cloudml-hypertune: a study of 4 trials, 2 at
+    once, each trial's flags as `--name=value`, created by mlsubmit; its trials' values are what each wrote."""
+    spec = tmp_path / "study.yaml"
+    spec.write_text(BUNDLED_SPEC)
+    run = cloud.run("train", "--package-path", str(ROOT / "trainer"), "--job-name", "bundled-study",
+                    "--hptune-config", str(spec), "--skip-preflight", "--wait", "--",
+                    "--data", "synthetic:8x8x1:4:256", "--epochs", "2", "--steps-per-epoch", "2", "--batch-size", "16")
+    assert run.code == 0, run.stderr[-3000:]
+    study_id = re.search(r"job (\d+) \(bundled-study\) accepted", run.stderr).group(1)
+    tuning = cloud.json("jobs", "describe", study_id)["tuning"]
+    assert tuning["metric"] == "val_accuracy" and len(tuning["trials"]) == 4
+    assert {(t["parameters"]["learning-rate"], t["parameters"]["optimizer"]) for t in tuning["trials"]} == \
+        {(0.001, "adam"), (0.001, "sgd"), (0.01, "adam"), (0.01, "sgd")}
+    for trial in tuning["trials"]:
+        assert trial["state"] == "SUCCEEDED" and trial["step"] == 2 and 0.0 <= trial["value"] <= 1.0
+    studies = cloud.emulator.client("aiplatform", "v1").projects().locations().hyperparameterTuningJobs()
+    study = studies.get(name=f"projects/{cloud.project}/locations/us-central1/hyperparameterTuningJobs/"
+                             f"{study_id}").execute()
+    assert _peak(study["trials"]) <= 2

@@ -20,6 +20,7 @@ def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, sa
     monitor = "val_loss" if with_validation else "loss"
     callbacks = [
         timer,  # first: throughput counts the training steps, not the backup and log I/O that follows
+        TuningMetrics(),
         recorder,  # before the backup: its partial history is part of the backup written next
         keras.callbacks.EarlyStopping(monitor=monitor, patience=patience, restore_best_weights=True),
         keras.callbacks.BackupAndRestore(backup_dir=str(backup.local)),
@@ -31,6 +32,20 @@ def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, sa
 
 
 _Callback = get_keras().callbacks.Callback  # Keras 3 or tf_keras, whichever this process trains with
+
+
+class TuningMetrics(_Callback):
+    """Every epoch's metrics reported through cloudml-hypertune (mlsubmit_runtime.hypertune), each under its Keras
+    name (`val_accuracy`, `val_loss`, `accuracy`, `loss`), so a tuning job's metric tag can name any of them."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        from mlsubmit_runtime.hypertune import report_metric
+
+        for name, value in sorted((logs or {}).items()):
+            try:
+                report_metric(name, float(value), step=epoch + 1)
+            except (TypeError, ValueError):  # a metric that is no number (none of Keras's own)
+                continue
 
 
 class HistoryRecorder(_Callback):

@@ -64,10 +64,17 @@ class _StrictParser(argparse.ArgumentParser):
         return namespace
 
 
+def _ascii(text: str) -> str:
+    """Numbers as ASCII only: int() and float() also read other scripts' digits (`--epochs ٣` as 3)."""
+    if not text.isascii():
+        raise ValueError(text)
+    return text
+
+
 def _positive_int(name: str, minimum: int = 1):
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(_ascii(text))
         except ValueError:
             raise invalid(name, text, f"a whole number ≥ {minimum}") from None
         if value < minimum:
@@ -86,7 +93,7 @@ def _gpus(text: str) -> str:
 
 def _fraction(text: str) -> float:
     try:
-        value = float(text)
+        value = float(_ascii(text))
     except ValueError:
         raise invalid("--validation-split", text, "a number in [0, 0.9]") from None
     if not 0.0 <= value <= 0.9:
@@ -96,7 +103,7 @@ def _fraction(text: str) -> float:
 
 def _learning_rate(text: str) -> float:
     try:
-        value = float(text)
+        value = float(_ascii(text))
     except ValueError:
         raise invalid("--learning-rate", text, "a positive number such as 0.001") from None
     if not value > 0:

@@ -94,7 +94,7 @@ class VertexBackend(Backend):
     def resolve(self, job: str) -> str:
         """An id, a resource name, or a display name (the newest job of that name)."""
         job = job.strip()
-        if job.startswith("projects/") or job.isdigit():
+        if job.startswith("projects/") or (job.isascii() and job.isdigit()):
             return super().resolve(job)
         named = self.list(limit=1, filter=f'display_name="{job}"')
         if not named:

@@ -119,7 +119,7 @@ def _epoch() -> int:
     value = os.environ.get("SOURCE_DATE_EPOCH")
     if value is None:
         return DEFAULT_EPOCH
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise invalid_value("SOURCE_DATE_EPOCH", value, "a whole number of seconds since 1970",
                             hint="unset it to use 1980-01-01")
     return int(value)
