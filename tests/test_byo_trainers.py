@@ -181,9 +181,9 @@ def test_a_requirement_that_cannot_be_resolved_stops_before_anything_is_staged(t
 
 # -- each layout end to end --------------------------------------------------------------------------------------
 def _weights(read, job_dir: str) -> dict:
-    """The trainer's weights.json under the job dir: at its top when the trainer got `--job-dir` (what mlsubmit
-    passes until helper 'runtime's change is merged), in `model/` when it got only AIP_MODEL_DIR (Vertex AI's way,
-    after it). Either way the trainer wrote where the service told it to."""
+    """The trainer's weights.json under the job dir: at its top when the trainer got `--job-dir` (legacy AI
+    Platform passes it), in `model/` when it got only AIP_MODEL_DIR (Vertex AI's way). Either way the trainer wrote
+    where the service told it to."""
     for path in (f"{job_dir}/weights.json", f"{job_dir}/model/weights.json"):
         found = read(path)
         if found is not None:
