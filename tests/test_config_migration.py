@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit.jobspec import requests
+from mlsubmit.jobspec import drafts
 from mlsubmit.cli import app
 from mlsubmit.jobspec.discovery import validate
 from mlsubmit.jobspec.spec_input import build_spec
@@ -137,7 +137,7 @@ def test_real_config_shapes_convert_exactly(tmp_path, shape, fmt):
 
 
 def test_vertex_containers_come_back_from_a_vertex_config(tmp_path):
-    draft, notes = requests.draft_from_vertex(SHAPES["custom container, per-pool images, boot disk, network, "
+    draft, notes = drafts.draft_from_vertex(SHAPES["custom container, per-pool images, boot disk, network, "
                                                      "region"][1]["vertex"][1])
     assert notes == []
     spec = build_spec(draft)

@@ -9,7 +9,7 @@ from mlsubmit.jobspec import images
 
 from mlsubmit.jobspec import machines
 
-from mlsubmit.jobspec import requests
+from mlsubmit.jobspec import drafts, requests
 from mlsubmit.jobspec.discovery import schemas, validate
 from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.spec import JobSpec, Pool
@@ -45,7 +45,7 @@ def test_env_goes_to_every_vertex_pool_round_trips_and_is_refused_for_legacy(clu
     pools = requests.vertex_custom_job(with_env)["jobSpec"]["workerPoolSpecs"]
     assert all(p["pythonPackageSpec"]["env"] == [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "SEED", "value": "1"}]
                for p in pools)
-    draft, notes = requests.draft_from_vertex(requests.vertex_custom_job(with_env))
+    draft, notes = drafts.draft_from_vertex(requests.vertex_custom_job(with_env))
     assert build_spec(draft).env == with_env.env and not any("env" in note for note in notes)
     with pytest.raises(UsageError, match="legacy job sets no environment variables") as error:
         requests.legacy_job(with_env)
@@ -97,7 +97,7 @@ def test_legacy_to_vertex_says_what_could_not_be_mapped():
         "masterConfig": {"tpuTfVersion": "2.11"}, "region": "us-central1", "runtimeVersion": "2.11",
         "pythonVersion": "3.7", "pythonModule": "trainer.task", "jobDir": "gs://bkt/census",
         "scheduling": {"maxRunningTime": "7200s", "maxWaitTime": "60s"}, "hyperparameters": {"maxTrials": 4}}}
-    draft, unmapped = requests.draft_from_legacy(legacy)
+    draft, unmapped = drafts.draft_from_legacy(legacy)
     assert unmapped == [
         "trainingInput.masterConfig.tpuTfVersion: Vertex AI picks the TPU software from the executor image; "
         "not mapped",
@@ -119,7 +119,7 @@ def test_legacy_to_vertex_says_what_could_not_be_mapped():
 
 def test_vertex_round_trips_through_a_spec(cluster):
     document = requests.vertex_custom_job(cluster)
-    draft, unmapped = requests.draft_from_vertex(document)
+    draft, unmapped = drafts.draft_from_vertex(document)
     assert unmapped == []
     again = build_spec(draft)
     assert requests.vertex_custom_job(again) == document
@@ -129,7 +129,7 @@ def test_vertex_round_trips_through_a_spec(cluster):
 
 
 def test_vertex_to_legacy_fails_where_legacy_has_no_such_gpu():
-    spec = build_spec(requests.draft_from_vertex({"workerPoolSpecs": [
+    spec = build_spec(drafts.draft_from_vertex({"workerPoolSpecs": [
         {"machineSpec": {"machineType": "a3-highgpu-8g", "acceleratorType": "NVIDIA_H100_80GB",
                          "acceleratorCount": 8}, "replicaCount": "1"}]})[0])
     with pytest.raises(UsageError, match="NVIDIA_H100_80GB .chief a3-highgpu-8g. is not available on legacy"):

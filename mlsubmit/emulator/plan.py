@@ -1,6 +1,6 @@
 """From an accepted job body to the replicas the emulator starts, each with the environment its service sets.
 
-The cluster shape comes from the reverse mappings of `mlsubmit.jobspec.requests` (`draft_from_vertex`,
+The cluster shape comes from the reverse mappings of `mlsubmit.jobspec.drafts` (`draft_from_vertex`,
 `draft_from_legacy`) and `build_spec`, so machine types, counts and accelerators are checked exactly as
 `mlsubmit config` checks them; a problem is a 400 INVALID_ARGUMENT naming the body's field. The program each
 replica runs is taken from the body as the service would run it:
@@ -78,7 +78,7 @@ def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
 
 def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) -> JobPlan:
     """The plan of a checked CustomJob body. Raises ApiError 400 for what the service would refuse."""
-    from mlsubmit.jobspec.requests import draft_from_vertex
+    from mlsubmit.jobspec.drafts import draft_from_vertex
 
     pools = body["jobSpec"].get("workerPoolSpecs") or []
     for index, pool in enumerate(pools):
@@ -113,7 +113,7 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
 
 def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
     """The plan of a checked legacy Job body. Raises ApiError 400 for what the service would refuse."""
-    from mlsubmit.jobspec.requests import draft_from_legacy
+    from mlsubmit.jobspec.drafts import draft_from_legacy
 
     job_id, training = body["jobId"], body.get("trainingInput") or {}
     if not LEGACY_JOB_ID.fullmatch(job_id):

@@ -246,7 +246,7 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
             did-you-mean), wrong types.
     """
     from mlsubmit.jobspec import discovery
-    from mlsubmit.jobspec import requests
+    from mlsubmit.jobspec import drafts
     from mlsubmit.jobspec.safe_yaml import load_file
 
     document = load_file(path, "--config")  # only `--config` pays for the YAML parser
@@ -260,11 +260,11 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
         api, schema = "aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob"
         reader = tuning_requests.trial_job_draft
     elif "trainingInput" in document:
-        api, schema, reader = "ml.v1", "GoogleCloudMlV1__Job", requests.draft_from_legacy
+        api, schema, reader = "ml.v1", "GoogleCloudMlV1__Job", drafts.draft_from_legacy
     elif "jobSpec" in document:
-        api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", requests.draft_from_vertex
+        api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", drafts.draft_from_vertex
     elif "workerPoolSpecs" in document:
-        api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJobSpec", requests.draft_from_vertex
+        api, schema, reader = "aiplatform.v1", "GoogleCloudAiplatformV1CustomJobSpec", drafts.draft_from_vertex
     else:
         keys = ", ".join(map(str, document)) or "none"
         hint = did_you_mean(str(next(iter(document), "")), ("trainingInput", "workerPoolSpecs", "jobSpec"))

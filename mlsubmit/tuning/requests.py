@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlsubmit.jobspec import requests
+from mlsubmit.jobspec import drafts, requests
 from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.jobspec.spec import JobSpec
 from mlsubmit.tuning.spec import DEFAULT_METRIC, Parameter, TuningSpec
@@ -225,7 +225,7 @@ def trial_job_draft(document: dict[str, Any]) -> tuple[Any, list[str]]:
         raise invalid_value("trialJobSpec", None, "the trials' CustomJobSpec (workerPoolSpecs …) in a "
                             "HyperparameterTuningJob --config", hint="or pass the study alone with --hptune-config")
     job = {key: document[key] for key in ("displayName", "labels") if document.get(key)}
-    draft, notes = requests.draft_from_vertex({**job, "jobSpec": document["trialJobSpec"]})
+    draft, notes = drafts.draft_from_vertex({**job, "jobSpec": document["trialJobSpec"]})
     known = {"studySpec", "trialJobSpec", "displayName", "labels", *VERTEX_KEYS}
     return draft, [f"{key}: has no place in a tuning job config; not mapped" for key, value in document.items()
                    if key not in known and value not in (None, {}, [], "")] + notes
