@@ -76,8 +76,10 @@ def _yaml_region(config: str | None) -> str | None:
 
 
 def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api: str, package_path: str,
-                package_flags: dict[str, Any] | None = None, hptune_config: str | None = None) -> None:
-    """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED."""
+                package_flags: dict[str, Any] | None = None, hptune_config: str | None = None,
+                backends: tuple[str, ...] = ()) -> None:
+    """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED.
+    With `backends` (--backends), one job per Keras backend (mlsubmit.commands._backends_train)."""
     from mlsubmit.cloud import submit as submitting
     from mlsubmit.commands._cloud_options import backend_of, settings_of
     from mlsubmit.commands._jobs_view import finish, follow
@@ -92,8 +94,18 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
     if tuning is not None:  # mapped: not a note
         notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")]
+        if backends:
+            raise UsageError("invalid options: --backends with a tuning study (each backend would be a study of "
+                             "its own)", hint="tune one backend at a time: --env KERAS_BACKEND=NAME")
     from mlsubmit.jobspec.requests import require_python_package
     require_python_package(spec)
+    if backends:
+        from mlsubmit.cloud.backend_jobs import check_env
+        from mlsubmit.jobspec.keras_backends import refuse_for_legacy
+
+        if api == "legacy":
+            refuse_for_legacy(backends)
+        check_env(spec)
     settings.require("project")  # after the spec: a machine that cannot carry the GPUs is the first thing to hear
     from mlsubmit.packaging import resolve_extras
     from mlsubmit.packaging.requirements_txt import split_requirements
@@ -109,6 +121,10 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
         typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
+    if backends:
+        from mlsubmit.commands._backends_train import submit_backends
+
+        return submit_backends(submission, backends, cloud_flags, mode=mode, render_dry_run=_render_dry_run)
     if cloud_flags.get("dry_run"):
         _render_dry_run(submission)
         return
@@ -144,10 +160,14 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     finish(backend, final, finder, settings=settings)
 
 
-def _render_dry_run(submission: Any) -> None:
+def _render_dry_run(submission: Any, jobs: tuple[Any, ...] = ()) -> None:
+    """The request body (each job's, for --backends), the package's files, the program and the settings."""
     planned, spec = submission.package, submission.spec
-    typer.echo(submission.method)
-    typer.echo(json.dumps(submission.body, indent=2))
+    for job in jobs or (submission,):
+        if jobs:
+            typer.echo(f"# --backends {job.keras_backend}: request id {job.request_id}")
+        typer.echo(job.method)
+        typer.echo(json.dumps(job.body, indent=2))
     generated = {name: len(text.encode()) for name, text in planned.plan.generated_files().items()}
     files = sorted([(path, size, True) for path, size in generated.items()]
                    + [(f.path, f.size, False) for f in planned.plan.files])
@@ -162,6 +182,9 @@ def _render_dry_run(submission: Any) -> None:
         runtime = submission.runtime
         typer.echo(f"runtime {runtime.plan.filename}: {runtime.size:,} bytes, sha256 {runtime.sha256} (the package "
                    f"uses mlsubmit_runtime)\n  stages to {runtime.uri} (skipped if it is there already)")
+    for dry in {p.uri: p for job in jobs for p in job.backend_packages}.values():
+        typer.echo(f"backend package {dry.plan.filename}: {dry.size:,} bytes, sha256 {dry.sha256}, requires "
+                   f"{', '.join(dry.plan.metadata.requires)}\n  stages to {dry.uri} (skipped if it is there already)")
     typer.echo(f"\nprogram: python -m {spec.python_module}{''.join(' ' + a for a in spec.args)}")
     settings = submission.settings
     where = [f"{name.replace('_', ' ')} {getattr(settings, name)} ({settings.sources[name]})"

@@ -6,7 +6,7 @@ submits the job to Vertex AI / AI Platform and follows it.
 
 import os
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -41,6 +41,12 @@ def train(
     start_port: Annotated[Optional[str], typer.Option(
         "--start-port", metavar="PORT", show_default=False,
         help="Give the replicas consecutive ports from PORT (default: free ports).")] = None,
+    backends: Annotated[List[str], typer.Option(
+        "--backends", "--backend", metavar="NAME,…", show_default=False,
+        help="Keras 3 backends (tensorflow, jax, torch; comma-separated, repeatable): one job per backend, each with "
+             "KERAS_BACKEND set, named <job>_<backend>, into <job dir>/<backend>. Cloud: all submitted at once "
+             "(Vertex AI; the backend's packages added to the job). --local: run side by side here as the cores "
+             "allow, then a table of accuracy, loss, samples/s and wall time.")] = [],
     hptune_config: Annotated[Optional[str], typer.Option(
         "--hptune-config", metavar="FILE", show_default=False,
         help="Tune: a tuning spec (legacy trainingInput.hyperparameters or a Vertex AI studySpec) whose trials each "
@@ -54,12 +60,26 @@ def train(
     if api not in APIS:
         raise invalid_value("--api", api, " or ".join(APIS))
     port = _port(start_port)
+    chosen = ()
+    if backends:
+        from mlsubmit.jobspec.keras_backends import parse_backends
+
+        chosen = parse_backends(backends)
     if not local:
         from mlsubmit.commands._cloud_train import train_cloud
 
         return train_cloud(spec_flags, cloud_flags, api=api, package_path=package_path, package_flags=package_flags,
-                           hptune_config=hptune_config)
+                           hptune_config=hptune_config, backends=chosen)
     reject_for_local(cloud_flags)
+    if chosen:
+        from mlsubmit.commands._backends_train import train_local_backends
+
+        if hptune_config or port is not None:
+            given = "--hptune-config" if hptune_config else f"--start-port {port}"
+            raise UsageError(f"invalid option with --backends: {given} (the backends' jobs run side by side, each "
+                             "on free ports)", hint=f"drop {given.split()[0]}")
+        return train_local_backends(spec_flags, chosen, api=api, package_path=package_path,
+                                    package_flags=package_flags)
     from mlsubmit.tuning.submit import tuning_of
 
     tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)

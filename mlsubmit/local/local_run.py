@@ -67,6 +67,17 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
     return python, plan.metadata.name
 
 
+def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: Callable[[str], None],
+               requirements: tuple[str, ...] = (), extras: tuple = (), image_env: bool = True) -> tuple[Path, str]:
+    """(python, distribution name): the package installed on its image's environment (mlsubmit.local.image_env),
+    or, without one or with `image_env` False, into an isolated venv over mlsubmit's own environment."""
+    from mlsubmit.local.image_env import local_python
+
+    found = local_python(spec, package_path, setup_py, spec.python_module, say, requirements, extras) \
+        if image_env else None
+    return found or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
+
+
 def _safe_path(python: Path) -> bool:
     """PYTHONSAFEPATH works from Python 3.11 on: the replicas' Python (its venv's pyvenv.cfg) decides."""
     cfg = python.parent.parent / "pyvenv.cfg"
@@ -91,8 +102,14 @@ def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, s
 
 def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "trainer", setup_py: str | None = None,
               start_port: int | None = None, say: Callable[[str], None], color: bool = False,
-              requirements: tuple[str, ...] = (), extras: tuple = ()) -> LocalRun:
-    """Run `spec` here to the end. Raises UsageError (nothing started) for input this machine cannot run."""
+              requirements: tuple[str, ...] = (), extras: tuple = (),
+              installed: tuple[Path, str] | None = None,
+              on_runner: Callable[[Runner], None] | None = None) -> LocalRun:
+    """Run `spec` here to the end. Raises UsageError (nothing started) for input this machine cannot run.
+
+    `installed`: (python, distribution name) of an environment `job_python` prepared already (else prepared here);
+    `on_runner`: called with the Runner before it starts (so another thread can `cancel()` it).
+    """
     from mlsubmit.jobspec.job_names import generate_job_name
 
     local_job.check_runnable(spec)
@@ -103,10 +120,8 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
 
         reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)
-    from mlsubmit.local.image_env import local_python
-
-    python, name = (local_python(spec, package_path, setup_py, spec.python_module, say, requirements, extras)
-                    or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras))
+    python, name = installed or job_python(spec, package_path=package_path, setup_py=setup_py, say=say,
+                                           requirements=requirements, extras=extras)
     job_id = spec.job_name or generate_job_name(name)
     # Vertex AI: the base output directory (AIP_*) defaults below jobs/ as a staging bucket's would;
     # legacy AI Platform has a job dir only when one was given.
@@ -122,5 +137,8 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
     chief = "master" if api == "legacy" else "chief"
     say(f"job {job_id}: {', '.join(f'{r.name} {r.address}' for r in job.replicas)} "
         f"(TF_CONFIG names the chief {chief!r}, as {'legacy AI Platform' if api == 'legacy' else 'Vertex AI'} does)")
-    outcome = Runner(replicas_to_start(job, python, spec.env_dict), sink=say, color=color).run()
+    runner = Runner(replicas_to_start(job, python, spec.env_dict), sink=say, color=color)
+    if on_runner is not None:
+        on_runner(runner)
+    outcome = runner.run()
     return LocalRun(job, outcome, python)
