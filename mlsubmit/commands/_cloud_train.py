@@ -193,6 +193,9 @@ def _render_dry_run(submission: Any, jobs: tuple[Any, ...] = ()) -> None:
     if submission.api == "legacy":
         typer.echo(f"job dir: {spec.job_dir} (jobDir: the trainer gets --job-dir)" if spec.job_dir else
                    "job dir: none (legacy AI Platform passes --job-dir only when you give one)")
+    elif jobs:
+        typer.echo(f"base output directories: {', '.join(job.spec.job_dir for job in jobs)} (one per backend; "
+                   "AIP_MODEL_DIR=<it>/model/, …; no argument is added)")
     else:
         typer.echo(f"base output directory: {spec.job_dir} (AIP_MODEL_DIR={spec.job_dir}/model/, …; no argument "
                    "is added)")
