@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["support.training_emulator", "support.submit_cli"]
+
 from mlsubmit.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,3 +227,29 @@ def test_local_run_of_three_backends_each_really_on_its_backend_one_failing_the_
     torch_row = next(line for line in out.splitlines() if line.startswith("torch ") and "FAILED" in line)
     assert torch_row.endswith("chief-0: RuntimeError: asked to fail under torch")
     assert "error: 1 of 3 backends' jobs did not succeed: torch FAILED" in done.stderr
+
+
+# -- cloud jobs on the training-service emulator -----------------------------------------------------------------
+@pytest.mark.slow
+def test_cloud_jobs_per_backend_run_on_the_emulator_with_their_packages_and_a_rerun_makes_none(cloud):
+    args = ("train", "--backends", "jax,torch", "--job-name", "bk", "--skip-preflight", "--package-path", str(FIXTURE), "--",
+            "--samples", "64")
+    run = cloud.run(*args)
+    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for name in ("jax", "torch"):
+        assert f"keras backend: {name}" in run.stdout  # KERAS_BACKEND reached the replica; Keras loaded it
+        assert f"{name}: job " in run.stderr and "(uploaded, " in run.stderr
+    jobs = {job["displayName"]: job for job in cloud.vertex_jobs()}
+    assert set(jobs) == {"bk_jax", "bk_torch"}
+    for name, job in ((n, jobs[f"bk_{n}"]) for n in ("jax", "torch")):
+        assert job["state"] == "JOB_STATE_SUCCEEDED"
+        package = job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+        assert [uri.rsplit("/", 1)[1] for uri in package["packageUris"]] == [
+            f"mlsubmit_keras_{name}-1.0.tar.gz", "keras3_backends_trainer-0.1.tar.gz"]
+        assert package["env"] == [{"name": "KERAS_BACKEND", "value": name}]
+        assert cloud.object(package["packageUris"][0]) is not None  # staged where the job installed it from
+
+    again = cloud.run(*args)
+    assert again.code == 0, again.stderr[-3000:]
+    assert again.stderr.count("this same submission already made job") == 2
+    assert len(cloud.vertex_jobs()) == 2
