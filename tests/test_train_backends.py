@@ -229,6 +229,44 @@ def test_local_run_of_three_backends_each_really_on_its_backend_one_failing_the_
     assert "error: 1 of 3 backends' jobs did not succeed: torch FAILED" in done.stderr
 
 
+_TIMED_TASK = """\
+import os, sys, time
+
+if __name__ == "__main__":
+    out = os.environ["AIP_MODEL_DIR"]
+    os.makedirs(out, exist_ok=True)
+    started = time.time()
+    time.sleep(float(sys.argv[1]))
+    if os.environ["KERAS_BACKEND"] == "torch":
+        sys.exit("no torch today")
+    with open(os.path.join(out, "metrics.json"), "w") as handle:
+        handle.write('{"started": %r, "ended": %r, "accuracy": 0.5}' % (started, time.time()))
+"""
+
+
+def test_backends_run_side_by_side_when_allowed_and_one_failing_leaves_the_others(tmp_path, monkeypatch):
+    """The parallel path (this 2-core machine runs them in turn by default): a trainer without Keras that sleeps."""
+    from support.tiny_package import make_project
+
+    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.local.backend_runs import run_backends
+
+    package = make_project(tmp_path / "proj", task=_TIMED_TASK)
+    monkeypatch.chdir(tmp_path)
+    spec, _ = spec_from_options({"python_module": "tinypkg.task", "job_name": "side", "trainer_args": ["1.5"]},
+                                target="local")
+    lines: list[str] = []
+    results = run_backends(spec, ("jax", "tensorflow", "torch"), api="vertex", package_path=str(package),
+                           say=lines.append, parallel=3)
+    assert [(r.backend, r.state) for r in results] == [("jax", "SUCCEEDED"), ("tensorflow", "SUCCEEDED"),
+                                                       ("torch", "FAILED")]
+    assert results[2].reason == "chief-0: no torch today" and not results[2].metrics
+    jax, tf = results[0].metrics, results[1].metrics
+    assert jax["started"] < tf["ended"] and tf["started"] < jax["ended"]  # they overlapped
+    assert results[0].job_dir == str(tmp_path / "jobs" / "side" / "jax")
+    assert "3 jobs under %s: 3 at a time" % (tmp_path / "jobs" / "side") in lines
+
+
 # -- cloud jobs on the training-service emulator -----------------------------------------------------------------
 @pytest.mark.slow
 def test_cloud_jobs_per_backend_run_on_the_emulator_with_their_packages_and_a_rerun_makes_none(cloud):
