@@ -47,7 +47,8 @@ def test_cloud_requirements_follow_the_pool_kind_and_tensorflow_needs_none():
     assert requirements("torch", "gpu") == ("torch",)
     assert all(requirements("tensorflow", kind) == () for kind in ("cpu", "gpu", "tpu"))
     assert BACKENDS["jax"].install == "pip install 'mlsubmit[jax]'"
-    assert "DataParallel" in BACKENDS["jax"].data_parallel and "MirroredStrategy" in BACKENDS["tensorflow"].data_parallel
+    assert "DataParallel" in BACKENDS["jax"].data_parallel
+    assert "MirroredStrategy" in BACKENDS["tensorflow"].data_parallel
 
 
 def test_backend_sdist_is_requirements_only_and_reproducible(tmp_path):
@@ -139,7 +140,8 @@ def test_legacy_api_takes_tensorflow_only_and_names_vertex_for_the_others():
 
     legacy = _submission("legacy", job_name="bk_job", job_dir=f"{BUCKET}/out")
     job = for_backend(legacy, "tensorflow")
-    assert job.body["jobId"] == "bk_job_tensorflow" and job.body["trainingInput"]["jobDir"] == f"{BUCKET}/out/tensorflow"
+    assert job.body["jobId"] == "bk_job_tensorflow"
+    assert job.body["trainingInput"]["jobDir"] == f"{BUCKET}/out/tensorflow"
     with pytest.raises(UsageError) as raised:
         for_backend(legacy, "jax")
     assert "--api vertex" in raised.value.one_line()
@@ -270,8 +272,8 @@ def test_backends_run_side_by_side_when_allowed_and_one_failing_leaves_the_other
 # -- cloud jobs on the training-service emulator -----------------------------------------------------------------
 @pytest.mark.slow
 def test_cloud_jobs_per_backend_run_on_the_emulator_with_their_packages_and_a_rerun_makes_none(cloud):
-    args = ("train", "--backends", "jax,torch", "--job-name", "bk", "--skip-preflight", "--package-path", str(FIXTURE), "--",
-            "--samples", "64")
+    args = ("train", "--backends", "jax,torch", "--job-name", "bk", "--skip-preflight", "--package-path",
+            str(FIXTURE), "--", "--samples", "64")
     run = cloud.run(*args)
     assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for name in ("jax", "torch"):

@@ -165,7 +165,10 @@ def _render_dry_run(submission: Any, jobs: tuple[Any, ...] = ()) -> None:
     planned, spec = submission.package, submission.spec
     for job in jobs or (submission,):
         if jobs:
-            typer.echo(f"# --backends {job.keras_backend}: request id {job.request_id}")
+            from mlsubmit.jobspec.keras_backends import BACKENDS
+
+            typer.echo(f"# --backends {job.keras_backend}: request id {job.request_id}; several devices of a "
+                       f"replica: {BACKENDS[job.keras_backend].data_parallel}")
         typer.echo(job.method)
         typer.echo(json.dumps(job.body, indent=2))
     generated = {name: len(text.encode()) for name, text in planned.plan.generated_files().items()}
