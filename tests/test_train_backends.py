@@ -246,6 +246,21 @@ if __name__ == "__main__":
 """
 
 
+def test_the_emulator_runs_a_jax_or_torch_job_in_mlsubmits_environment_even_with_image_environments_on(monkeypatch):
+    """An image's environment carries its TensorFlow only: the emulator does not pip-install jax/torch into it."""
+    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.emulator.image_prepare import image_python
+
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")
+    said: list[str] = []
+    for backend in ("jax", "torch"):
+        spec, _ = spec_from_options({"python_module": "trainer.task", "env": [f"KERAS_BACKEND={backend}"]},
+                                    target="local")
+        assert image_python(spec, [], said.append) is None
+    assert said == [f"KERAS_BACKEND={b}: the job runs in mlsubmit's own environment (an image's environment carries "
+                    "its TensorFlow only)" for b in ("jax", "torch")]
+
+
 def test_backends_run_side_by_side_when_allowed_and_one_failing_leaves_the_others(tmp_path, monkeypatch):
     """The parallel path (this 2-core machine runs them in turn by default): a trainer without Keras that sleeps."""
     from support.tiny_package import make_project

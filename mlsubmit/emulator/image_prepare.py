@@ -1,8 +1,10 @@
 """PREPARING on the job's image: the packages installed on an environment built from its prebuilt image.
 
 mlsubmit.local.image_env does the work; this only turns its errors into the job's error, and returns None (use
-`prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown or non-TensorFlow image, or
-with MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs.
+`prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown or non-TensorFlow image, a job
+whose KERAS_BACKEND is not tensorflow (an image environment carries the image's TensorFlow only; jax or torch from
+the registry would be GBs: mlsubmit's own environment holds them, as for `train --local --backends`), or with
+MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ def image_python(spec, packages: list[Path], say) -> Path | None:
     """The python of a venv holding `packages` on the job's image environment, or None. Raises PrepareError."""
     from mlsubmit.local import image_env
 
+    backend = spec.env_dict.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow" and image_env.enabled():
+        say(f"KERAS_BACKEND={backend}: the job runs in mlsubmit's own environment (an image's environment carries "
+            "its TensorFlow only)")
+        return None
     try:
         image = image_env.runnable_image(spec, say)
         if image is None:
