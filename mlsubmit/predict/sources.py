@@ -35,6 +35,20 @@ class ModelSource:
     metrics: dict | None
     kind: str  # "job dir" or "model file"
 
+    @property
+    def backend(self) -> str | None:
+        """The Keras backend it was trained under, as its metrics.json records it (None: not recorded)."""
+        metrics = self.metrics if isinstance(self.metrics, dict) else {}
+        value = metrics.get("backend") or metrics.get("keras_backend")  # the second: what trainers wrote first
+        return value if isinstance(value, str) else None
+
+    @property
+    def backend_version(self) -> str | None:
+        metrics = self.metrics if isinstance(self.metrics, dict) else {}
+        value = metrics.get("backend_version") or (metrics.get("tensorflow_version")
+                                                   if self.backend == "tensorflow" else None)
+        return value if isinstance(value, str) else None
+
 
 @dataclass(frozen=True)
 class Entry:
