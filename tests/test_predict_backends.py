@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mlsubmit.cli import app
+from mlsubmit_runtime.artifacts import publish_dir
 from tests.support.trainer_run import ROOT
 
 SCRIPT = ROOT / "tests" / "support" / "backend_member.py"
@@ -137,9 +140,11 @@ def test_a_layer_that_does_not_carry_across_is_one_line_naming_it_and_writes_not
     assert list(tmp_path.iterdir()) == []  # no partial CSV, no temporary file beside it
 
 
-def test_a_member_trained_under_tensorflow_predicts_the_same_under_jax(trained, tmp_path):
+def test_a_member_trained_under_tensorflow_predicts_the_same_under_jax_without_tensorflow(trained, tmp_path):
     out = tmp_path / "p.npz"
-    run = subprocess.run([sys.executable, "-m", "mlsubmit", "predict", trained.job_dir("tensorflow"), "--input",
+    cli = ("import atexit, sys; atexit.register(lambda: print('tensorflow imported:', 'tensorflow' in sys.modules)); "
+           "from mlsubmit.cli import main; sys.argv[0] = 'mlsubmit'; main()")
+    run = subprocess.run([sys.executable, "-c", cli, "predict", trained.job_dir("tensorflow"), "--input",
                           str(trained.data), "--output", str(out), "--backend", "jax"],
                          cwd=ROOT, env=_env(KERAS_BACKEND="torch", COLUMNS="200"), capture_output=True, text=True,
                          timeout=120)
@@ -148,6 +153,37 @@ def test_a_member_trained_under_tensorflow_predicts_the_same_under_jax(trained, 
     np.testing.assert_allclose(saved["probabilities"], trained.own_predictions("tensorflow"), rtol=0, atol=1e-5)
     assert str(saved["backend"]) == "jax" and saved["member_backends"].tolist() == ["tensorflow"]
     assert "predicted under jax " in run.stdout  # the flag wins over $KERAS_BACKEND
+    assert "tensorflow imported: False" in run.stdout  # the member loads in JAX alone
+
+
+def _with_config(job_dir: Path, target: Path, change) -> Path:
+    """A copy of `job_dir` whose model.keras has config.json changed by `change`, published again."""
+    staging = target.parent / f".{target.name}.staging"
+    shutil.copytree(job_dir, staging, ignore=shutil.ignore_patterns("MANIFEST.json"))
+    archive = staging / "model" / "model.keras"
+    with zipfile.ZipFile(archive) as zf:
+        files = {name: zf.read(name) for name in zf.namelist()}
+    config = json.loads(files["config.json"])
+    change(config)
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    publish_dir(staging, str(target))
+    return target
+
+
+def test_a_built_in_layer_that_fails_to_rebuild_is_named_with_the_backend_it_was_trained_under(trained, tmp_path):
+    """A built-in layer whose saved config this Keras cannot take (here an argument it does not know, as a layer
+    relying on another backend's op or version would fail): named from the config Keras quotes, with the fix."""
+    def unknown_argument(config):
+        dense = next(layer for layer in config["config"]["layers"] if layer["class_name"] == "Dense")
+        dense["config"]["only_elsewhere"] = 1
+
+    job_dir = str(_with_config(Path(trained.job_dir("jax")), tmp_path / "changed", unknown_argument))
+    result = runner.invoke(app, ["predict", job_dir, "--input", str(trained.data)])
+    _refused(result, f"job dir {job_dir} (trained under jax) does not load under tensorflow: layer Dense ('dense')",
+             "only_elsewhere", "predict with --backend jax, the backend it was trained under")
 
 
 # -- choosing the backend: one line, exit 2, before any model is read ----------------------------------------------

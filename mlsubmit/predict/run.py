@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsubmit.errors import OperationFailed, UsageError
-from mlsubmit.keras_backends import activate, version_of
+from mlsubmit.keras_backends import activate, keras_imported_under, version_of
 from mlsubmit.predict import inputs as input_files
 from mlsubmit.predict.cache import Cache
 from mlsubmit.predict.ensemble import MemberWeight, combine, member_weights
@@ -120,6 +120,7 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
     sources = resolve_all(request.models, cache)
     weights = member_weights(request.weights, sources)
     members, input_shape, classes = load_members(sources, request.unsafe, request.backend)
+    backend = keras_imported_under() or request.backend  # what predicts, as Keras says (tf_keras: tensorflow)
     source.check(input_shape)
     if labels is not None and labels.max(initial=0) >= classes:
         raise UsageError(f"invalid value for --labels: {labels_from} has label {int(labels.max())}, but the models "
@@ -131,7 +132,7 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
         if request.output:
             writer = PredictionWriter(request.output, rows=source.count, classes=classes, ids=source.ids,
                                       with_labels=labels is not None, members=[s.name for s in sources],
-                                      weights=weight_values, backend=request.backend,
+                                      weights=weight_values, backend=backend,
                                       member_backends=[s.backend for s in sources])
         with writer or nullcontext():
             batch_size = request.batch_size or auto_batch_size(input_shape)
@@ -152,9 +153,9 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
 
     results = [MemberResult(s.name, s.kind, w, accuracies[i] if accuracies else None, s.backend, s.backend_version)
                for i, (s, w) in enumerate(zip(sources, weights))]
-    import keras  # already imported by load_members, under request.backend
+    import keras  # already imported by load_members, under `backend`
     return PredictResult(rows=source.count, classes=classes, input=source.description, members=results,
                          ensemble_accuracy=accuracies[-1] if accuracies else None, head=head, labels=labels_from,
                          id_column="file" if source.ids else "row", files=files,
-                         downloaded=len(cache.downloaded), reused=len(cache.reused), backend=request.backend,
-                         backend_version=version_of(request.backend), keras_version=keras.__version__)
+                         downloaded=len(cache.downloaded), reused=len(cache.reused), backend=backend,
+                         backend_version=version_of(backend), keras_version=keras.__version__)
