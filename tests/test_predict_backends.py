@@ -156,6 +156,18 @@ def test_a_member_trained_under_tensorflow_predicts_the_same_under_jax_without_t
     assert "tensorflow imported: False" in run.stdout  # the member loads in JAX alone
 
 
+def test_the_fix_it_names_works_predicting_from_python_with_the_training_code_imported(trained, tmp_path):
+    """The hint's way out: import the code that registers the layer, then predict through the library."""
+    out = tmp_path / "p.npz"
+    script = ("import sys; sys.path.insert(0, 'tests/support'); import backend_member  # registers Doubling\n"
+              "from mlsubmit.predict.request import make_request\nfrom mlsubmit.predict.run import predict\n"
+              f"predict(make_request([{trained.job_dir(CUSTOM)!r}], [{str(trained.data)!r}], output={str(out)!r}))")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(KERAS_BACKEND="jax"),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    np.testing.assert_allclose(_npz(out)["probabilities"], trained.own_predictions(CUSTOM), rtol=0, atol=1e-5)
+
+
 def _with_config(job_dir: Path, target: Path, change) -> Path:
     """A copy of `job_dir` whose model.keras has config.json changed by `change`, published again."""
     staging = target.parent / f".{target.name}.staging"

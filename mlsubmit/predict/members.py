@@ -1,5 +1,10 @@
 """Load each member's Keras model (safe mode unless --unsafe) and check the members agree with each other.
 
+Every member loads in this process's Keras backend (`--backend`, mlsubmit.keras_backends), whichever backend trained
+it: a .keras file holds the architecture and the weights, not backend code. What does not carry across is a layer
+this process cannot rebuild (mlsubmit.predict.layers): that is one error naming the member, the layer, the backend
+it was trained under, the one predicting, and the fix.
+
 Keras safe mode refuses a `Lambda` layer whose function is Python bytecode stored in the file: loading it would
 run that code, which can do anything. `--unsafe` lifts this for models from a source the user trusts.
 """
@@ -89,14 +94,14 @@ def _not_carried_across(source: ModelSource, backend: str, exc: Exception) -> Us
     layer = stranded_layer(source.model_file, exc)
     if layer is None:
         return None
-    trained = source.backend or "an unrecorded backend"
-    where = f"{source.kind} {source.name} (trained under {trained}) does not load under {backend}"
+    trained = f"trained under {source.backend}" if source.backend else "its training backend not recorded"
+    where = f"{source.kind} {source.name} ({trained}) does not load under {backend}"
     if layer.custom:
         return UsageError(f"{where}: layer {layer.shown} is a class of the training code, registered there and not "
                           "saved in the file, so no backend can rebuild it without that code",
                           hint="register the layer: import the code that defines it (@keras.saving."
-                          "register_keras_serializable) and predict from Python, or build the model from Keras's "
-                          "own layers")
+                          "register_keras_serializable) and call mlsubmit.predict.run.predict from Python, or build "
+                          "the model from Keras's own layers")
     reason = (str(exc).splitlines() or [""])[-1].split("Exception encountered: ")[-1][:160]
     other = source.backend if source.backend in BACKEND_NAMES and source.backend != backend else None
     return UsageError(f"{where}: layer {layer.shown} cannot be rebuilt here ({reason})",

@@ -29,7 +29,7 @@ class PredictionWriter:
     """Streams rows to a temporary file and renames it (and any companion files) into place on `commit`."""
 
     def __init__(self, output: Path, *, rows: int, classes: int, ids: Sequence[str] | None, with_labels: bool,
-                 members: Sequence[str], weights: Sequence[float], backend: str = "tensorflow",
+                 members: Sequence[str], weights: Sequence[float], backend: str | None = None,
                  member_backends: Sequence[str | None] = ()):
         self.output, self.rows, self.classes, self.ids = output, rows, classes, ids
         self.with_labels = with_labels
@@ -97,7 +97,7 @@ class PredictionWriter:
             self._file.close()
             return self._work / "out"
         extra = {"members": np.array(self._meta["members"]), "weights": np.array(self._meta["weights"]),
-                 "backend": np.array(self._meta["backend"]),
+                 "backend": np.array(self._meta["backend"] or ""),
                  "member_backends": np.array([b or "" for b in self._meta["member_backends"]])}
         if self.ids:
             extra["files"] = np.array(list(self.ids))

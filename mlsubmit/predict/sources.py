@@ -22,7 +22,9 @@ from mlsubmit.cloud.storage import Checksums, ObjectInfo, get_file, split_gcs, s
 from mlsubmit_runtime.artifacts import FORMAT as MANIFEST_FORMAT  # the format trainers write, in one place
 from mlsubmit_runtime.artifacts import MANIFEST
 
-MODEL_FILES = ("model/model.keras", "model/model.h5")  # in order of preference
+# In order of preference: every Keras backend writes and loads model.keras; model.h5 only where the trainer could write
+# it. A job dir needs one of them, and whatever else its manifest lists (nothing beyond what a JAX or PyTorch job wrote).
+MODEL_FILES = ("model/model.keras", "model/model.h5")
 METRICS = "metrics.json"
 
 
