@@ -98,6 +98,7 @@ def test_ensemble_from_gcs_reports_each_member_and_equals_the_weighted_formula(t
     assert result.exit_code == 0, result.output
 
     members, weights, expected, y = _expected(trained, tmp_path)
+    import tensorflow as tf
     table = np.genfromtxt(out, delimiter=",", names=True)
     got = np.stack([table[f"prob_{c}"] for c in range(10)], axis=1)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
@@ -107,6 +108,7 @@ def test_ensemble_from_gcs_reports_each_member_and_equals_the_weighted_formula(t
     for job_dir, p, weight in zip(trained.job_dirs, members, weights):
         row = next(line for line in result.stdout.splitlines() if job_dir in line and "validation accuracy" in line)
         assert f"{weight:.4g}" in row and f"{(p.argmax(axis=1) == y).mean():.2%}" in row
+        assert f"tensorflow {tf.__version__}" in row  # trained under: the trainer's keras_backend, tensorflow_version
     ensemble_row = next(line for line in result.stdout.splitlines() if "ensemble" in line and "Σ" in line)
     assert f"{(expected.argmax(axis=1) == y).mean():.2%}" in ensemble_row
     assert (tmp_path / "predictions.confusion.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

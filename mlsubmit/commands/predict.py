@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from mlsubmit._typer_fast import PlainCoercion
+from mlsubmit.keras_backends import BACKENDS, DEFAULT as DEFAULT_BACKEND
 from mlsubmit.predict.request import AUTO_BATCH_BYTES, MAX_AUTO_BATCH
 
 
@@ -40,6 +41,10 @@ def predict(
                                    f"to {MAX_AUTO_BATCH} rows and {AUTO_BATCH_BYTES >> 20} MB of input."),
     unsafe: bool = typer.Option(False, "--unsafe", help="Load models outside Keras safe mode. Needed for Lambda "
                                 "layers, whose stored Python code runs on load: only for models you trust."),
+    backend: Optional[str] = typer.Option(None, "--backend", metavar="NAME",
+                                          help=f"Keras backend to predict under: {', '.join(BACKENDS)} "
+                                          f"[default: $KERAS_BACKEND, else {DEFAULT_BACKEND}]; a model trained "
+                                          "under any of them loads from its model.keras."),
 ) -> None:
     """Predict class probabilities with one model or an ensemble: Σ wᵢ·pᵢ / Σ wᵢ."""
     from rich.console import Console
@@ -47,7 +52,7 @@ def predict(
     from mlsubmit.predict.request import make_request
 
     request = make_request(models, inputs, input_key=input_key, weights=weights, output=output, labels=labels,
-                           batch_size=batch_size, unsafe=unsafe)
+                           batch_size=batch_size, unsafe=unsafe, backend=backend)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

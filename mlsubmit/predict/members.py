@@ -1,5 +1,10 @@
 """Load each member's Keras model (safe mode unless --unsafe) and check the members agree with each other.
 
+Every member loads in this process's Keras backend (`--backend`, mlsubmit.keras_backends), whichever backend trained
+it: a .keras file holds the architecture and the weights, not backend code. What does not carry across is a layer
+this process cannot rebuild (mlsubmit.predict.layers): that is one error naming the member, the layer, the backend
+it was trained under, the one predicting, and the fix.
+
 Keras safe mode refuses a `Lambda` layer whose function is Python bytecode stored in the file: loading it would
 run that code, which can do anything. `--unsafe` lifts this for models from a source the user trusts.
 """
@@ -15,6 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from mlsubmit.errors import UsageError
+from mlsubmit.keras_backends import DEFAULT as DEFAULT_BACKEND
+from mlsubmit.keras_backends import BACKENDS as BACKEND_NAMES
+from mlsubmit.keras_backends import activate
+from mlsubmit.predict.layers import stranded_layer
 from mlsubmit.predict.sources import ModelSource
 
 
@@ -30,7 +39,13 @@ class Member:
         return np.asarray(self.model.predict_on_batch(x))
 
 
-def _keras():
+def _keras(backend: str):
+    """Keras 3 under `backend`, which this process takes for good on the first import (KERAS_BACKEND)."""
+    activate(backend)
+    if backend != "tensorflow":
+        import keras
+
+        return keras
     if "tensorflow" in sys.modules:
         from mlsubmit_runtime.kerasmod import get_keras
 
@@ -47,11 +62,12 @@ def _keras():
     return keras
 
 
-def _quiet_retracing() -> None:
+def _quiet_retracing(backend: str) -> None:
     """The last batch is usually smaller: one expected retrace per member, which TensorFlow would warn about."""
-    import tensorflow as tf
+    if backend == "tensorflow":
+        import tensorflow as tf
 
-    tf.get_logger().setLevel("ERROR")
+        tf.get_logger().setLevel("ERROR")
 
 
 def _is_safe_mode_refusal(exc: Exception) -> bool:
@@ -73,19 +89,44 @@ def _archive_damage(path) -> str | None:
     return f"{bad} fails its CRC check" if bad else None
 
 
-def load_member(source: ModelSource, unsafe: bool = False) -> Member:
-    """Load one model file and read its input shape and class count.
+def _not_carried_across(source: ModelSource, backend: str, exc: Exception) -> UsageError | None:
+    """The error for a model that loads nowhere but where it was trained: a layer this process cannot rebuild."""
+    layer = stranded_layer(source.model_file, exc)
+    if layer is None:
+        return None
+    trained = f"trained under {source.backend}" if source.backend else "its training backend not recorded"
+    where = f"{source.kind} {source.name} ({trained}) does not load under {backend}"
+    if layer.custom:
+        return UsageError(f"{where}: layer {layer.shown} is a class of the training code, registered there and not "
+                          "saved in the file, so no backend can rebuild it without that code",
+                          hint="register the layer: import the code that defines it (@keras.saving."
+                          "register_keras_serializable) and call mlsubmit.predict.run.predict from Python, or build "
+                          "the model from Keras's own layers")
+    reason = (str(exc).splitlines() or [""])[-1].split("Exception encountered: ")[-1][:160]
+    other = source.backend if source.backend in BACKEND_NAMES and source.backend != backend else None
+    return UsageError(f"{where}: layer {layer.shown} cannot be rebuilt here ({reason})",
+                      hint=f"predict with --backend {other}, the backend it was trained under" if other else
+                      "predict with the Keras version and backend it was saved with")
+
+
+def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAULT_BACKEND) -> Member:
+    """Load one model file, in this process's Keras backend, and read its input shape and class count.
+
+    Args:
+        source: the verified model file (and, for a job dir, its metrics: the backend it was trained under).
+        unsafe: load outside Keras safe mode (Lambda layers run the code stored in the file).
+        backend: the backend to predict under; Keras must not be imported yet under another one.
 
     Raises:
-        UsageError: a Lambda layer without --unsafe, a file Keras cannot load, or a model that does not output
-            one probability per class.
+        UsageError: a Lambda layer without --unsafe, a layer that does not carry across into `backend` (naming it),
+            a file Keras cannot load, or a model that does not output one probability per class.
     """
     damage = _archive_damage(source.model_file)  # before TensorFlow loads: Keras would say "File not found"
     if damage:
         raise UsageError(f"invalid value for MODEL: {source.name} is damaged or truncated ({damage})",
                          hint="copy or download the model again")
-    keras = _keras()
-    _quiet_retracing()
+    keras = _keras(backend)
+    _quiet_retracing(backend)
     try:
         model = keras.models.load_model(str(source.model_file), compile=False, safe_mode=not unsafe)
     except Exception as exc:  # Keras raises ValueError, TypeError, OSError… for files it cannot load
@@ -93,6 +134,9 @@ def load_member(source: ModelSource, unsafe: bool = False) -> Member:
             raise UsageError(f"model {source.name} contains a Lambda layer: loading it runs Python code stored in "
                              "the file, which can do anything (arbitrary code execution), so Keras safe mode "
                              "refuses it", hint="pass --unsafe only if you trust where this model came from") from None
+        stranded = _not_carried_across(source, backend, exc)
+        if stranded is not None:
+            raise stranded from None
         first = (str(exc).splitlines() or [""])[0][:200]
         raise UsageError(f"invalid value for MODEL: cannot load {source.name} as a Keras model "
                          f"({type(exc).__name__}: {first})") from None
@@ -123,8 +167,9 @@ def check_agreement(members: Sequence[Member]) -> tuple[tuple, int]:
     return first.input_shape, first.num_classes
 
 
-def load_members(sources: Sequence[ModelSource], unsafe: bool = False) -> tuple[list[Member], tuple, int]:
-    members = [load_member(s, unsafe) for s in sources]
+def load_members(sources: Sequence[ModelSource], unsafe: bool = False,
+                 backend: str = DEFAULT_BACKEND) -> tuple[list[Member], tuple, int]:
+    members = [load_member(s, unsafe, backend) for s in sources]
     shape, classes = check_agreement(members)
     return members, shape, classes
 

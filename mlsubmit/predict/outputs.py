@@ -29,13 +29,16 @@ class PredictionWriter:
     """Streams rows to a temporary file and renames it (and any companion files) into place on `commit`."""
 
     def __init__(self, output: Path, *, rows: int, classes: int, ids: Sequence[str] | None, with_labels: bool,
-                 members: Sequence[str], weights: Sequence[float]):
+                 members: Sequence[str], weights: Sequence[float], backend: str | None = None,
+                 member_backends: Sequence[str | None] = ()):
         self.output, self.rows, self.classes, self.ids = output, rows, classes, ids
         self.with_labels = with_labels
         self.format = output.suffix.lower().lstrip(".")
         self._work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
         self._companions: dict[Path, Path] = {}
-        self._meta = {"members": list(members), "weights": [float(w) for w in weights], "classes": classes}
+        # backend: what every member predicted under here; member_backends: what each was trained under (or None)
+        self._meta = {"members": list(members), "weights": [float(w) for w in weights], "classes": classes,
+                      "backend": backend, "member_backends": list(member_backends) or [None] * len(members)}
         getattr(self, f"_open_{self.format}")()
 
     # -- formats -------------------------------------------------------------------------------------------------
@@ -93,7 +96,9 @@ class PredictionWriter:
             self._file.write("\n]}\n")
             self._file.close()
             return self._work / "out"
-        extra = {"members": np.array(self._meta["members"]), "weights": np.array(self._meta["weights"])}
+        extra = {"members": np.array(self._meta["members"]), "weights": np.array(self._meta["weights"]),
+                 "backend": np.array(self._meta["backend"] or ""),
+                 "member_backends": np.array([b or "" for b in self._meta["member_backends"]])}
         if self.ids:
             extra["files"] = np.array(list(self.ids))
         for name, array in self._arrays.items():

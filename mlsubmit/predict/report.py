@@ -9,6 +9,8 @@ from rich.table import Table
 
 from mlsubmit.predict.run import ENSEMBLE, PredictResult
 
+NOT_RECORDED = "—"  # a member whose metrics.json does not say which backend trained it (or a bare model file)
+
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.2%}"
@@ -33,7 +35,8 @@ def head_table(result: PredictResult) -> Table:
 
 
 def members_table(result: PredictResult) -> Table:
-    """Each member's weight (and what it is based on) and, with labels, its accuracy beside the ensemble's."""
+    """Each member's weight (and what it is based on), the Keras backend it was trained under and, with labels, its
+    accuracy beside the ensemble's (whose row names the backend that predicted)."""
     total = sum(m.weight.value for m in result.members)
     title = "members and ensemble" + (f" — accuracy on {result.labels}" if result.labels else "")
     table = Table(title=title, title_justify="left")
@@ -41,22 +44,24 @@ def members_table(result: PredictResult) -> Table:
     table.add_column("weight", justify="right")
     table.add_column("share", justify="right")
     table.add_column("weight from")
+    table.add_column("trained under")
     if result.labels:
         table.add_column("accuracy", justify="right")
     for member in result.members:
-        cells = [member.name, f"{member.weight.value:.4g}", f"{member.weight.value / total:.1%}", member.weight.basis]
+        cells = [member.name, f"{member.weight.value:.4g}", f"{member.weight.value / total:.1%}", member.weight.basis,
+                 member.trained_under or NOT_RECORDED]
         if result.labels:
             cells.append(_percent(member.accuracy))
         table.add_row(*cells)
     if result.labels:
         table.add_section()
-        table.add_row(f"[bold]{ENSEMBLE}[/bold]", "", "100%", "Σ wᵢ·pᵢ / Σ wᵢ",
+        table.add_row(f"[bold]{ENSEMBLE}[/bold]", "", "100%", "Σ wᵢ·pᵢ / Σ wᵢ", result.backend,
                       f"[bold]{_percent(result.ensemble_accuracy)}[/bold]")
     return table
 
 
 def summary_lines(result: PredictResult) -> list[str]:
-    lines = []
+    lines = [f"predicted under {result.predicted_under}"]
     if result.ensemble_accuracy is not None and len(result.members) > 1:
         best = max(result.members, key=lambda m: m.accuracy or 0.0)
         gain = 100 * (result.ensemble_accuracy - (best.accuracy or 0.0))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+from mlsubmit.keras_backends import DEFAULT as DEFAULT_BACKEND
+from mlsubmit.keras_backends import check_installed, parse_backend
 
 WEIGHT_MODES = ("accuracy", "equal")
 OUTPUT_FORMATS = (".csv", ".npz", ".json")
@@ -45,6 +47,7 @@ class PredictRequest:
     batch_size: int | None = None  # None: auto_batch_size()
     unsafe: bool = False
     cache_dir: Path | None = None  # None: default_cache_dir()
+    backend: str = DEFAULT_BACKEND  # the Keras backend to predict under, whatever each model was trained under
 
 
 def auto_batch_size(sample_shape: tuple) -> int:
@@ -120,8 +123,10 @@ def make_request(models: list[str] | tuple[str, ...], inputs: list[str] | tuple[
                  input_key: str | None = None, weights: str = "accuracy", output: str | Path | None = None,
                  labels: str | None = None,
                  batch_size: int | str | None = None, unsafe: bool = False,
-                 cache_dir: str | Path | None = None) -> PredictRequest:
+                 cache_dir: str | Path | None = None, backend: str | None = None) -> PredictRequest:
     """Validate the flags of `mlsubmit predict` and build the request.
+
+    `backend` None means $KERAS_BACKEND, else tensorflow; it must be installed (checked without importing it).
 
     Raises:
         UsageError: one line naming the flag, the value received and what is allowed.
@@ -144,6 +149,9 @@ def make_request(models: list[str] | tuple[str, ...], inputs: list[str] | tuple[
     out = Path(output) if output else None
     if out is not None:
         _check_output(out, inputs)
+    backend = parse_backend(backend)
+    check_installed(backend)
     return PredictRequest(models=models, inputs=inputs, input_key=input_key,
                           weights=parse_weights(weights, len(models)), output=out, labels=labels or None,
-                          batch_size=batch_size, unsafe=unsafe, cache_dir=Path(cache_dir) if cache_dir else None)
+                          batch_size=batch_size, unsafe=unsafe, cache_dir=Path(cache_dir) if cache_dir else None,
+                          backend=backend)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsubmit.errors import OperationFailed, UsageError
+from mlsubmit.keras_backends import activate, keras_imported_under, version_of
 from mlsubmit.predict import inputs as input_files
 from mlsubmit.predict.cache import Cache
 from mlsubmit.predict.ensemble import MemberWeight, combine, member_weights
@@ -36,6 +37,12 @@ class MemberResult:
     kind: str  # "job dir" or "model file"
     weight: MemberWeight
     accuracy: float | None  # on --labels
+    backend: str | None = None  # the Keras backend it was trained under, from its metrics.json (None: not recorded)
+    backend_version: str | None = None
+
+    @property
+    def trained_under(self) -> str | None:
+        return " ".join(filter(None, (self.backend, self.backend_version))) or None
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,14 @@ class PredictResult:
     files: list[Path] = field(default_factory=list)  # output and confusion-matrix PNG, when written
     downloaded: int = 0
     reused: int = 0
+    backend: str = "tensorflow"  # the Keras backend every member predicted under, in this process
+    backend_version: str = ""
+    keras_version: str = ""
+
+    @property
+    def predicted_under(self) -> str:
+        keras = f" (Keras {self.keras_version})" if self.keras_version else ""
+        return " ".join(filter(None, (self.backend, self.backend_version))) + keras
 
 
 def _stream(batch_size, source, input_shape, members, weights, labels, writer, on_progress):
@@ -98,12 +113,14 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
         UsageError: bad input of any kind (nothing is written).
         OperationFailed: a download that failed.
     """
+    activate(request.backend)  # before anything imports Keras: its backend is fixed on the first import
     source = input_files.open_input(request.inputs, request.input_key)
     labels, labels_from = input_files.load_labels(request.labels, source) if request.labels else (None, None)
     cache = Cache(request.cache_dir or default_cache_dir())
     sources = resolve_all(request.models, cache)
     weights = member_weights(request.weights, sources)
-    members, input_shape, classes = load_members(sources, request.unsafe)
+    members, input_shape, classes = load_members(sources, request.unsafe, request.backend)
+    backend = keras_imported_under() or request.backend  # what predicts, as Keras says (tf_keras: tensorflow)
     source.check(input_shape)
     if labels is not None and labels.max(initial=0) >= classes:
         raise UsageError(f"invalid value for --labels: {labels_from} has label {int(labels.max())}, but the models "
@@ -115,7 +132,8 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
         if request.output:
             writer = PredictionWriter(request.output, rows=source.count, classes=classes, ids=source.ids,
                                       with_labels=labels is not None, members=[s.name for s in sources],
-                                      weights=weight_values)
+                                      weights=weight_values, backend=backend,
+                                      member_backends=[s.backend for s in sources])
         with writer or nullcontext():
             batch_size = request.batch_size or auto_batch_size(input_shape)
             head, matrices = _stream(batch_size, source, input_shape, members, weight_values, labels,
@@ -133,9 +151,11 @@ def predict(request: PredictRequest, on_progress: Callable[[int, int], None] | N
     except OSError as exc:  # a disk that filled up, a file that vanished
         raise OperationFailed(f"prediction stopped: {type(exc).__name__}: {exc}; no output was written") from None
 
-    results = [MemberResult(s.name, s.kind, w, accuracies[i] if accuracies else None)
+    results = [MemberResult(s.name, s.kind, w, accuracies[i] if accuracies else None, s.backend, s.backend_version)
                for i, (s, w) in enumerate(zip(sources, weights))]
+    import keras  # already imported by load_members, under `backend`
     return PredictResult(rows=source.count, classes=classes, input=source.description, members=results,
                          ensemble_accuracy=accuracies[-1] if accuracies else None, head=head, labels=labels_from,
                          id_column="file" if source.ids else "row", files=files,
-                         downloaded=len(cache.downloaded), reused=len(cache.reused))
+                         downloaded=len(cache.downloaded), reused=len(cache.reused), backend=backend,
+                         backend_version=version_of(backend), keras_version=keras.__version__)

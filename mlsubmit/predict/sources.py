@@ -22,7 +22,9 @@ from mlsubmit.cloud.storage import Checksums, ObjectInfo, get_file, split_gcs, s
 from mlsubmit_runtime.artifacts import FORMAT as MANIFEST_FORMAT  # the format trainers write, in one place
 from mlsubmit_runtime.artifacts import MANIFEST
 
-MODEL_FILES = ("model/model.keras", "model/model.h5")  # in order of preference
+# In order of preference: every Keras backend writes and loads model.keras; model.h5 only where the trainer could write
+# it. A job dir needs one of them, and whatever else its manifest lists (nothing beyond what a JAX or PyTorch job wrote).
+MODEL_FILES = ("model/model.keras", "model/model.h5")
 METRICS = "metrics.json"
 
 
@@ -34,6 +36,20 @@ class ModelSource:
     model_file: Path
     metrics: dict | None
     kind: str  # "job dir" or "model file"
+
+    @property
+    def backend(self) -> str | None:
+        """The Keras backend it was trained under, as its metrics.json records it (None: not recorded)."""
+        metrics = self.metrics if isinstance(self.metrics, dict) else {}
+        value = metrics.get("backend") or metrics.get("keras_backend")  # the second: what trainers wrote first
+        return value if isinstance(value, str) else None
+
+    @property
+    def backend_version(self) -> str | None:
+        metrics = self.metrics if isinstance(self.metrics, dict) else {}
+        value = metrics.get("backend_version") or (metrics.get("tensorflow_version")
+                                                   if self.backend == "tensorflow" else None)
+        return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)

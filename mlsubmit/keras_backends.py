@@ -1,0 +1,80 @@
+"""The Keras 3 backends mlsubmit knows, in one table, and the choice of one for this process.
+
+Keras reads KERAS_BACKEND once, when it is first imported, so a process picks its backend before anything imports
+`keras`: `activate` sets the variable, or says why it cannot (an unknown name, a backend that is not installed, a
+Keras already imported under another backend). Light: no Keras, no TensorFlow, no numpy here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+
+from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+
+DEFAULT = "tensorflow"
+
+
+@dataclass(frozen=True)
+class KerasBackend:
+    name: str  # KERAS_BACKEND's value, and the module that must be importable
+    install: str  # what makes it importable
+
+
+BACKENDS = {b.name: b for b in (KerasBackend("tensorflow", "pip install mlsubmit"),
+                                 KerasBackend("jax", "pip install 'mlsubmit[jax]'"),
+                                 KerasBackend("torch", "pip install 'mlsubmit[torch]'"))}
+
+
+def parse_backend(text: str | None, *, field: str = "--backend") -> str:
+    """`--backend` as typed, else $KERAS_BACKEND, else tensorflow → a known backend name.
+
+    Raises:
+        UsageError: a name that is not a Keras backend, naming where it came from.
+    """
+    if text is None:
+        text, field = os.environ.get("KERAS_BACKEND") or DEFAULT, "KERAS_BACKEND"
+    name = text.strip().lower()
+    if name not in BACKENDS:
+        raise invalid_value(field, text, "one of " + ", ".join(BACKENDS), hint=did_you_mean(name, BACKENDS))
+    return name
+
+
+def keras_imported_under() -> str | None:
+    """The backend of the Keras this process already imported, or None while Keras is not imported."""
+    keras = sys.modules.get("keras")
+    backend = getattr(getattr(keras, "backend", None), "backend", None)
+    return backend() if callable(backend) else None
+
+
+def check_installed(name: str) -> None:
+    """Raises UsageError, with the command that installs it, when the backend's package cannot be imported."""
+    if importlib.util.find_spec(name) is None:
+        raise UsageError(f"invalid value for --backend: received {name!r}, but {name} is not installed",
+                         hint=BACKENDS[name].install)
+
+
+def activate(name: str) -> None:
+    """Make `name` the backend Keras is imported under in this process.
+
+    Raises:
+        UsageError: the backend is not installed, or Keras was already imported here under another backend
+            (a process has one backend for good).
+    """
+    current = keras_imported_under()
+    if current is not None:
+        if current != name:
+            raise UsageError(f"cannot use --backend {name}: Keras is already imported in this process under "
+                             f"{current}, and a process keeps the backend it started with",
+                             hint=f"run mlsubmit in a fresh process, or pass --backend {current}")
+        return
+    check_installed(name)
+    os.environ["KERAS_BACKEND"] = name
+
+
+def version_of(name: str) -> str:
+    """The installed version of a backend that is already imported ('' when it is not)."""
+    module = sys.modules.get(name)
+    return str(getattr(module, "__version__", "")) if module else ""

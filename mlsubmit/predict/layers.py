@@ -1,0 +1,85 @@
+"""Which layer of a .keras file keeps it from loading in this process, and what to do about it.
+
+A .keras archive holds the model's architecture as config.json; Keras rebuilds each layer from it with the
+backend this process runs. A layer whose class is not in Keras (one the training code defined and registered) cannot
+be rebuilt anywhere the training code is not imported; a built-in layer can still fail where an op it needs does not
+exist in this backend. Keras names the layer in its message for the first case, and the failing config for the
+second; when it names neither, config.json is read for the first layer whose class is not Keras's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_UNKNOWN_CLASS = re.compile(r"Could not locate class '([^']+)'|Unknown layer: '?([A-Za-z_][\w.>]*)")
+_FAILED_CONFIG = re.compile(r"(?:config=|Full object config: )\{'module': (?:None|'[^']*'), 'class_name': '([^']+)'")
+_CONTAINERS = {"Sequential", "Functional", "Model", "InputLayer"}
+
+
+@dataclass(frozen=True)
+class StrandedLayer:
+    """A layer that does not carry across into this process's backend."""
+
+    class_name: str
+    layer_name: str | None  # the layer's own name in the model, when config.json gives it
+    custom: bool  # its class is not one of Keras's: only the training code can rebuild it
+
+    @property
+    def shown(self) -> str:
+        return f"{self.class_name} ({self.layer_name!r})" if self.layer_name else self.class_name
+
+
+def _layer_configs(node):
+    """Every serialized object of config.json that names a class, depth first."""
+    if isinstance(node, dict):
+        if isinstance(node.get("class_name"), str):
+            yield node
+        for value in node.values():
+            yield from _layer_configs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _layer_configs(value)
+
+
+def _is_keras_own(config: dict) -> bool:
+    module = config.get("module")
+    return isinstance(module, str) and (module == "keras" or module.startswith("keras."))
+
+
+def _config_json(model_file: Path):
+    if Path(model_file).suffix != ".keras":
+        return None
+    try:
+        with zipfile.ZipFile(model_file) as archive:
+            return json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError):
+        return None
+
+
+def _layer_name(config, class_name: str) -> str | None:
+    for node in _layer_configs(config):
+        if node["class_name"] == class_name and isinstance(node.get("config"), dict):
+            name = node["config"].get("name")
+            return name if isinstance(name, str) else None
+    return None
+
+
+def stranded_layer(model_file: Path, exc: BaseException) -> StrandedLayer | None:
+    """The layer behind `exc`, raised by keras.models.load_model(model_file), or None if no layer is to blame."""
+    text = str(exc)
+    config = _config_json(model_file)
+    unknown = _UNKNOWN_CLASS.search(text)
+    if unknown:
+        class_name = (unknown.group(1) or unknown.group(2)).split(">")[-1]
+        return StrandedLayer(class_name, _layer_name(config, class_name), custom=True)
+    custom = next((node for node in _layer_configs(config) if not _is_keras_own(node)), None) if config else None
+    if custom is not None:
+        return StrandedLayer(custom["class_name"], _layer_name(config, custom["class_name"]), custom=True)
+    failed = [name for name in _FAILED_CONFIG.findall(text) if name not in _CONTAINERS]
+    if failed:  # Keras quotes each config that failed, outermost first: the last is the layer itself
+        return StrandedLayer(failed[-1], _layer_name(config, failed[-1]), custom=False)
+    return None
