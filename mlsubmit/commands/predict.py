@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from mlsubmit._typer_fast import PlainCoercion
-from mlsubmit.keras_backends import BACKENDS, DEFAULT as DEFAULT_BACKEND
+from mlsubmit.jobspec.keras_backends import BACKENDS, DEFAULT as DEFAULT_BACKEND
 from mlsubmit.predict.request import AUTO_BATCH_BYTES, MAX_AUTO_BATCH
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 
 VARIABLE = "KERAS_BACKEND"
+DEFAULT = "tensorflow"  # what Keras runs when KERAS_BACKEND is not set
 KINDS = ("cpu", "gpu", "tpu")
 
 

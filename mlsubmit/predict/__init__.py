@@ -10,7 +10,7 @@
     report    rich tables for the terminal
 
 Importing this package is light: `combine` (numpy) is imported on first use, Keras and its backend (TensorFlow, JAX
-or PyTorch: `mlsubmit.keras_backends`) when a model is loaded,
+or PyTorch: `mlsubmit.predict.backend`) when a model is loaded,
 so `mlsubmit --help` can read the flag defaults from `request` without either.
 """
 

@@ -1,6 +1,6 @@
 """Load each member's Keras model (safe mode unless --unsafe) and check the members agree with each other.
 
-Every member loads in this process's Keras backend (`--backend`, mlsubmit.keras_backends), whichever backend trained
+Every member loads in this process's Keras backend (`--backend`, mlsubmit.predict.backend), whichever backend trained
 it: a .keras file holds the architecture and the weights, not backend code. What does not carry across is a layer
 this process cannot rebuild (mlsubmit.predict.layers): that is one error naming the member, the layer, the backend
 it was trained under, the one predicting, and the fix.
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from mlsubmit.errors import UsageError
-from mlsubmit.keras_backends import DEFAULT as DEFAULT_BACKEND
-from mlsubmit.keras_backends import BACKENDS as BACKEND_NAMES
-from mlsubmit.keras_backends import activate
+from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
+from mlsubmit.jobspec.keras_backends import BACKENDS as BACKEND_NAMES
+from mlsubmit.predict.backend import activate
 from mlsubmit.predict.layers import stranded_layer
 from mlsubmit.predict.sources import ModelSource
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
-from mlsubmit.keras_backends import DEFAULT as DEFAULT_BACKEND
-from mlsubmit.keras_backends import check_installed, parse_backend
+from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
+from mlsubmit.predict.backend import check_installed, parse_backend
 
 WEIGHT_MODES = ("accuracy", "equal")
 OUTPUT_FORMATS = (".csv", ".npz", ".json")

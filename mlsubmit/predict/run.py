@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsubmit.errors import OperationFailed, UsageError
-from mlsubmit.keras_backends import activate, keras_imported_under, version_of
+from mlsubmit.predict.backend import activate, keras_imported_under, version_of
 from mlsubmit.predict import inputs as input_files
 from mlsubmit.predict.cache import Cache
 from mlsubmit.predict.ensemble import MemberWeight, combine, member_weights

@@ -1,4 +1,4 @@
-"""The Keras 3 backends mlsubmit knows, in one table, and the choice of one for this process.
+"""The Keras 3 backend this predicting process runs (the table of backends: mlsubmit.jobspec.keras_backends).
 
 Keras reads KERAS_BACKEND once, when it is first imported, so a process picks its backend before anything imports
 `keras`: `activate` sets the variable, or says why it cannot (an unknown name, a backend that is not installed, a
@@ -10,22 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
-
-DEFAULT = "tensorflow"
-
-
-@dataclass(frozen=True)
-class KerasBackend:
-    name: str  # KERAS_BACKEND's value, and the module that must be importable
-    install: str  # what makes it importable
-
-
-BACKENDS = {b.name: b for b in (KerasBackend("tensorflow", "pip install mlsubmit"),
-                                 KerasBackend("jax", "pip install 'mlsubmit[jax]'"),
-                                 KerasBackend("torch", "pip install 'mlsubmit[torch]'"))}
+from mlsubmit.jobspec.keras_backends import BACKENDS, DEFAULT
 
 
 def parse_backend(text: str | None, *, field: str = "--backend") -> str:
@@ -51,7 +38,7 @@ def keras_imported_under() -> str | None:
 
 def check_installed(name: str) -> None:
     """Raises UsageError, with the command that installs it, when the backend's package cannot be imported."""
-    if importlib.util.find_spec(name) is None:
+    if importlib.util.find_spec(BACKENDS[name].module) is None:
         raise UsageError(f"invalid value for --backend: received {name!r}, but {name} is not installed",
                          hint=BACKENDS[name].install)
 
