@@ -167,3 +167,14 @@ def test_a_model_that_cannot_be_built_or_saved_is_one_line_before_training():
     assert str(raised.value).startswith("model 'dense' cannot be saved on the tensorflow backend (")
     assert "\n" not in str(raised.value)
     assert build_checked(keras, "tensorflow", "dense", (4,), 2).count_params() > 0
+
+
+def test_xla_with_several_replicas_is_refused_only_where_keras_cannot_compile_it():
+    from trainer.config import check_jit_compile
+
+    check_jit_compile("on", 4, "jax")  # DataParallel steps are jitted on JAX
+    with pytest.raises(TrainerError, match="cannot XLA-compile a MirroredStrategy step"):
+        check_jit_compile("on", 4, "tensorflow")
+    with pytest.raises(TrainerError, match="does not run torch.compile"):
+        check_jit_compile("on", 1, "torch")
+    check_jit_compile("off", 1, "torch")

@@ -1,4 +1,4 @@
-"""One training run on one machine with Keras on JAX or torch: data → devices → distribution → model → fit → artifacts.
+"""One training run on one machine with Keras on JAX or torch: data → devices → distribution → model → fit → files.
 
 The same data, tf.data pipeline (global batch = per-replica batch × replicas, the same seed), model code,
 callbacks, metrics and artifacts as the TensorFlow route (trainer.train); what differs is how the devices are used:

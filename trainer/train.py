@@ -118,7 +118,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     callbacks.append(sync_to_template(template))
     verbose = 1 if os.isatty(1) and not config.dry_run else 2
     parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-                 steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless)  # the pipeline shuffles, seeded
+                 steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless, seeded)
 
     from trainer.outcome import describe, evaluate_splits, write_artifacts
 
