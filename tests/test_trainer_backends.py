@@ -80,6 +80,33 @@ def test_torch_trains_on_one_device_and_names_the_format_it_cannot_write(tmp_pat
     _loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics)
 
 
+SAME_WEIGHTS_SCRIPT = r"""
+import os, sys
+os.environ.update(KERAS_BACKEND="jax", XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+import numpy as np
+from trainer.backend_train import run_on_backend
+from trainer.config import parse_config
+job, npz = sys.argv[1], sys.argv[2]
+weights = []
+for name, args in {"one": ["--gpus", "1", "--batch-size", "32"], "two": ["--batch-size", "16"]}.items():
+    config = parse_config(["--backend", "jax", "--job-dir", f"{job}/{name}", "--data", npz, "--optimizer", "sgd",
+                           "--epochs", "2", "--steps-per-epoch", "4", "--emulate-devices", "2", *args], env={})
+    result = run_on_backend(config)
+    assert (result.metrics["replicas"], result.metrics["global_batch"]) == ({"one": 1, "two": 2}[name], 32)
+    weights.append([np.asarray(w) for w in result.template.get_weights()])
+print(max(float(np.max(np.abs(a - b))) for a, b in zip(*weights)))
+"""
+
+
+@pytest.mark.slow
+def test_jax_on_one_and_two_devices_sees_the_same_batches_and_ends_with_the_same_weights(tmp_path):
+    npz = digits_npz(tmp_path / "digits.npz")
+    out = subprocess.run([sys.executable, "-c", SAME_WEIGHTS_SCRIPT, str(tmp_path / "jobs"), str(npz)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout.strip().splitlines()[-1]) < 1e-6
+
+
 CLUSTER = json.dumps({"cluster": {"chief": ["localhost:1"], "worker": ["localhost:2"]},
                       "task": {"type": "chief", "index": 0}})
 

@@ -45,6 +45,7 @@ def distribute(keras, backend: str, found) -> tuple[str, str]:
         return DATA_PARALLEL, (f"keras.distribution.DataParallel over {found.count} devices "
                                f"({', '.join(found.names)})")
     if backend == "jax":
+        keras.distribution.set_distribution(None)  # the distribution is process-wide: none from an earlier run
         return "default", f"one device ({found.names[0]})"
     return "default", f"one device ({found.names[0]}): {ONE_DEVICE_REASON}"
 
