@@ -51,6 +51,14 @@ def resolve(flag: str | None, env: Mapping[str, str]) -> str:
     return name
 
 
+def check_cluster(name: str, shape: Mapping[str, int]) -> None:
+    """Cluster jobs (workers, parameter servers, evaluators) train with tf.distribute: TensorFlow only."""
+    if name != "tensorflow":
+        roles = ", ".join(f"{role}×{count}" for role, count in shape.items())
+        raise TrainerError(f"invalid value for --backend: received {name!r} in a cluster job ({roles}), but cluster "
+                           f"training needs --backend tensorflow (tf.distribute); train on one machine to use {name}")
+
+
 def check_installed(name: str) -> None:
     """Raise TrainerError naming what to install when the backend's package is missing."""
     backend = BACKENDS[name]

@@ -25,13 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.strategy import uses_cluster_route
 
         cluster = from_environment(os.environ)
-        if uses_cluster_route(cluster) and config.backend != "tensorflow":
-            raise TrainerError(f"invalid value for --backend: received {config.backend!r} in a cluster job "
-                               f"({', '.join(f'{k}×{v}' for k, v in cluster.shape().items())}), but cluster "
-                               "training needs --backend tensorflow (tf.distribute); train on one machine to use "
-                               f"{config.backend}")
-        from trainer.backends import activate
+        from trainer.backends import activate, check_cluster
 
+        if uses_cluster_route(cluster):
+            check_cluster(config.backend, cluster.shape())
         activate(config.backend, config.emulate_devices, config.gpu_count)  # before Keras is first imported
         if uses_cluster_route(cluster):
             if config.precision != "float32":
