@@ -7,7 +7,10 @@ environment instead; a trainer that wants to rehearse its N-device path reads it
     names = emulate(emulated_devices())        # before TensorFlow runs any op; [] when nothing is asked
     strategy = tf.distribute.MirroredStrategy(names or None)
 
-A trainer that ignores the variable trains on what the machine has, as it would anywhere.
+A trainer that ignores the variable trains on what the machine has, as it would anywhere. On Keras's JAX
+backend, XLA makes the N host devices instead, from variables set before JAX is imported:
+
+    os.environ.update(jax_emulation_environment(emulated_devices()))   # then: import keras / jax
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ def emulated_devices(env: Mapping[str, str] | None = None) -> int:
         raise InputError(f"invalid value for {EMULATE_DEVICES_VARIABLE}: received {text!r}; expected a whole "
                          "number of devices ≥ 0")
     return int(text)
+
+
+def jax_emulation_environment(count: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that give JAX `count` CPU devices: XLA_FLAGS (`env`'s own flags kept, any earlier device count
+    replaced) and JAX_PLATFORMS=cpu. Set them before JAX is imported. {} when `count` is 0."""
+    if count <= 0:
+        return {}
+    flag = "--xla_force_host_platform_device_count="
+    existing = [f for f in (os.environ if env is None else env).get("XLA_FLAGS", "").split() if not f.startswith(flag)]
+    return {"XLA_FLAGS": " ".join([*existing, f"{flag}{count}"]), "JAX_PLATFORMS": "cpu"}
 
 
 def emulate(count: int) -> list[str]:

@@ -2,7 +2,7 @@
 
     model/model.keras        the template model (Keras format)
     model/model.h5           the same model as HDF5, as the original recipes saved it
-    model/saved_model/       export for serving
+    model/saved_model/       export for serving (not on torch: metrics.json's formats_skipped says why)
     metrics.json             final loss/accuracy on validation and test data, run facts
     history.json             per-epoch history
     history.png              training and validation curves
@@ -25,10 +25,16 @@ __all__ = ["MANIFEST", "write_json", "save_models", "plot_history", "artifact_fi
 MODEL_FILES = ("model/model.keras", "model/model.h5", "model/saved_model")
 
 
-def save_models(template, model_dir: Path) -> list[Path]:
-    """Save the template as .keras, .h5 and a SavedModel export under model_dir (always a local path)."""
+def save_models(template, model_dir: Path, backend: str = "tensorflow") -> tuple[list[Path], dict[str, str]]:
+    """Save the template as .keras, .h5 and a SavedModel export under model_dir (always a local path).
+
+    Returns the paths written and {format: why it was skipped} for the formats `backend` cannot write
+    (trainer.backends: torch cannot export a SavedModel). model.keras is written on every backend.
+    """
     import logging
     import warnings
+
+    from trainer.backends import BACKENDS
 
     logging.getLogger("absl").setLevel(logging.ERROR)  # "HDF5 is legacy": the recipes' format, kept on purpose
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -37,6 +43,9 @@ def save_models(template, model_dir: Path) -> list[Path]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         template.save(str(h5_path))
+    cannot_export = BACKENDS[backend].cannot_export
+    if cannot_export:
+        return [keras_path, h5_path], {"saved_model": cannot_export}
     if hasattr(template, "export"):
         import contextlib
         import io
@@ -47,7 +56,7 @@ def save_models(template, model_dir: Path) -> list[Path]:
         import tensorflow as tf
 
         tf.saved_model.save(template, str(export_path))
-    return [keras_path, h5_path, export_path]
+    return [keras_path, h5_path, export_path], {}
 
 
 def plot_history(history: dict[str, list[float]], path: Path) -> None:

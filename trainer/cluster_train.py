@@ -240,7 +240,8 @@ def _finish(config, cluster, started, arrays, job_dir, logs, model, pipes, recor
     metrics = describe(config, arrays, template=template, evaluation=evaluation, recorder=recorder, timer=timer,
                        replicas=dist.num_replicas_in_sync, found=found, strategy_name=choice.name,
                        cluster=cluster, global_batch=pipes.global_batch,
-                       learning_rate=float(keras.backend.get_value(model.optimizer.learning_rate)), keras=keras)
+                       learning_rate=float(keras.backend.get_value(model.optimizer.learning_rate)), keras=keras,
+                       distribution=choice.reason)
     metrics.update({"weights_sha256": digest, "saved_with_keras": keras3.__version__})
     manifest, reload_check = write_artifacts(config, job_dir, logs, template, recorder.history, metrics, started,
                                              arrays.x_test[: pipes.global_batch], keras=keras3)

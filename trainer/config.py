@@ -13,6 +13,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from trainer.backends import BACKENDS
+from trainer.backends import resolve as resolve_backend
 from trainer.errors import TrainerError, invalid, suggest
 from trainer.models import MODELS
 
@@ -42,6 +44,7 @@ class TrainConfig:
     checkpoint_dir: str | None = None  # where BackupAndRestore keeps its state; default <job_dir>/backup
     tensorboard_dir: str | None = None  # default <job_dir>/logs
     job_dir_is_temporary: bool = False
+    backend: str = "tensorflow"  # the Keras backend: tensorflow, jax or torch (trainer.backends)
 
     @property
     def gpu_count(self) -> int | None:
@@ -149,15 +152,23 @@ def build_parser() -> _StrictParser:
     p.add_argument("--jit-compile", type=_choice("--jit-compile", JIT_COMPILE), default="auto",
                    help="compile the training step with XLA: auto (on for one GPU, as plain Keras does; off on "
                    "CPUs and with several replicas, which Keras 3 cannot compile), on or off")
+    p.add_argument("--backend", default=None, help="the Keras backend: " + ", ".join(BACKENDS) + " (default: "
+                   "$KERAS_BACKEND, or tensorflow; this flag overrides it); jax trains data-parallel over every "
+                   "device, torch on one")
     p.add_argument("--steps-per-epoch", type=_positive_int("--steps-per-epoch"), default=None)
     p.add_argument("--dry-run", action="store_true",
                    help="synthetic data, 2 steps, save and reload the artifacts, print a summary")
     return p
 
 
-def check_jit_compile(jit_compile: str, replicas: int) -> None:
-    """XLA on with several replicas is refused: Keras 3 cannot XLA-compile a MirroredStrategy step."""
-    if jit_compile == "on" and replicas >= 2:
+def check_jit_compile(jit_compile: str, replicas: int, backend: str = "tensorflow") -> None:
+    """XLA on with several replicas is refused on TensorFlow: Keras 3 cannot XLA-compile a MirroredStrategy step.
+    On torch `on` is refused: the trainer does not use torch.compile. JAX always compiles with XLA (off: eager)."""
+    if jit_compile == "on" and backend == "torch":
+        raise TrainerError("invalid value for --jit-compile: received 'on' with --backend torch, but the trainer "
+                           "does not run torch.compile (Keras's jit_compile on torch); use --jit-compile auto or off, "
+                           "or --backend jax or tensorflow for XLA")
+    if jit_compile == "on" and replicas >= 2 and backend == "tensorflow":
         raise TrainerError(f"invalid value for --jit-compile: received 'on' with {replicas} replicas, but Keras 3 "
                            "cannot XLA-compile a MirroredStrategy step (keras-team/keras#19005); use --jit-compile "
                            "auto or off with several devices, or --gpus 1")
@@ -190,6 +201,7 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
     """Parse the command line strictly into a TrainConfig."""
     env = os.environ if env is None else env
     args = build_parser().parse_strict(sys.argv[1:] if argv is None else argv)
+    backend = resolve_backend(args.backend, env)
     job_dir, temporary = resolve_job_dir(args.job_dir, env, args.dry_run)
     if not args.emulate_devices:  # mlsubmit train --local offers the GPUs this machine lacks this way
         from mlsubmit_runtime.devices import emulated_devices
@@ -203,9 +215,10 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         dry_run=args.dry_run,
         checkpoint_dir=env.get("AIP_CHECKPOINT_DIR") or None,
         tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None, job_dir_is_temporary=temporary,
+        backend=backend,
     )
     known = config.gpu_count if config.gpu_count is not None else config.emulate_devices  # else: after device setup
-    check_jit_compile(config.jit_compile, known or 0)
+    check_jit_compile(config.jit_compile, known or 0, config.backend)
     if config.dry_run:
         from dataclasses import replace
 

@@ -15,22 +15,32 @@ from trainer.data import Arrays
 from mlsubmit_runtime.storage import Location
 
 
-def evaluate_splits(model, arrays: Arrays, batch_size: int) -> dict[str, dict[str, float]]:
+def evaluate_splits(model, arrays: Arrays, batch_size: int, whole_batches: bool = False) -> dict[str, dict[str, float]]:
     """Exact loss and accuracy on the test set (and the validation set when there is one)."""
     from trainer.train import evaluate
 
-    evaluation = {"test": evaluate(model, arrays.x_test, arrays.y_test, batch_size)}
+    evaluation = {"test": evaluate(model, arrays.x_test, arrays.y_test, batch_size, whole_batches)}
     if len(arrays.x_val):
-        evaluation["validation"] = evaluate(model, arrays.x_val, arrays.y_val, batch_size)
+        evaluation["validation"] = evaluate(model, arrays.x_val, arrays.y_val, batch_size, whole_batches)
     return evaluation
 
 
 def describe(config: TrainConfig, arrays: Arrays, *, template, evaluation: dict, recorder, timer, replicas: int,
-             found, strategy_name: str, cluster: Cluster, global_batch: int, learning_rate: float, keras) -> dict:
-    """metrics.json's content (without wall_seconds, which is measured last)."""
+             found, strategy_name: str, cluster: Cluster, global_batch: int, learning_rate: float, keras,
+             distribution: str | None = None) -> dict:
+    """metrics.json's content (without wall_seconds and the saved formats, which come last).
+
+    `distribution` says in words how the backend spread the training over the devices (default: the strategy).
+    """
     import tensorflow as tf
 
+    from trainer.backends import version
+
+    backend = keras.backend.backend()  # tf_keras (the cluster route) answers "tensorflow" too
     return {
+        "backend": backend,
+        "backend_version": version(backend),
+        "distribution": distribution or strategy_name,
         "model": config.model,
         "parameters": int(template.count_params()),
         "validation_loss": evaluation.get("validation", {}).get("loss"),
@@ -68,7 +78,9 @@ def write_artifacts(config: TrainConfig, job_dir: Location, logs: Location, temp
     `keras` (default: the trainer's Keras; the cluster route's template is a Keras 3 model).
     """
     local = job_dir.local
-    artifacts.save_models(template, local / "model")
+    backend = metrics.get("backend", "tensorflow")
+    written, skipped = artifacts.save_models(template, local / "model", backend)
+    metrics.update(formats=[path.name for path in written], formats_skipped=skipped)
     artifacts.write_json(local / "history.json", history)
     artifacts.plot_history(history, local / "history.png")
     metrics["wall_seconds"] = round(time.perf_counter() - started, 2)
@@ -77,7 +89,8 @@ def write_artifacts(config: TrainConfig, job_dir: Location, logs: Location, temp
     if config.dry_run:
         from trainer.verify import check_reload
 
-        reload_check = check_reload(template, local / "model", sample, keras=keras)
+        reload_check = check_reload(template, local / "model", sample, keras=keras,
+                                    names=[path.name for path in written if path.is_file()])
     logs_under_job_dir = () if config.tensorboard_dir else ("logs",)
     if logs.remote and config.tensorboard_dir:
         logs.push()

@@ -12,6 +12,8 @@ def render(result) -> str:
         f"  devices      {m['replicas']} × {m['device_kind']}: {', '.join(m['devices'])}",
         f"  strategy     {m['strategy']} ({m['replicas']} replica{'s' if m['replicas'] != 1 else ''}, "
         f"global batch {m['global_batch']} = {m['per_replica_batch']} × {m['replicas']})",
+        f"  backend      {m.get('backend', m['keras_backend'])} {m.get('backend_version', '')}: "
+        f"{m.get('distribution', m['strategy'])}",
         f"  cluster      {', '.join(f'{k}×{v}' for k, v in m['cluster'].items())}",
         f"  epochs       {m['epochs_run']} (resumed from epoch {m['resumed_from_epoch']})"
         if m["resumed_from_epoch"] else f"  epochs       {m['epochs_run']}",
@@ -24,6 +26,8 @@ def render(result) -> str:
     if result.reload_check is not None:
         checks = ", ".join(f"{k} max |Δ| {v:.1e}" for k, v in result.reload_check.items())
         lines.append(f"  reload check {checks}: identical predictions")
+    for name, reason in sorted(m.get("formats_skipped", {}).items()):
+        lines.append(f"  not saved    {name}: {reason}")
     files = len(result.manifest["files"]) if result.manifest else 0
     lines.append(f"  artifacts    {result.job_dir}/ ({files} files; MANIFEST.json written last)")
     lines.append("─" * 64)

@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported anywhere
     from mlsubmit_runtime.errors import InputError  # the trainer's TrainerError and the runtime's own
+    from trainer.errors import TrainerError
 
     try:
         from trainer.config import parse_config
@@ -24,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.strategy import uses_cluster_route
 
         cluster = from_environment(os.environ)
+        from trainer.backends import activate, check_cluster
+
+        if uses_cluster_route(cluster):
+            check_cluster(config.backend, cluster.shape())
+        activate(config.backend, config.emulate_devices, config.gpu_count)  # before Keras is first imported
         if uses_cluster_route(cluster):
             if config.precision != "float32":
                 raise TrainerError(f"invalid value for --precision: received {config.precision!r}, but cluster jobs "
@@ -32,10 +38,14 @@ def main(argv: list[str] | None = None) -> int:
             from trainer.cluster_train import run_in_cluster
 
             result = run_in_cluster(config, cluster, started)
-        else:
+        elif config.backend == "tensorflow":
             from trainer.train import run
 
             result = run(config, cluster, started)
+        else:
+            from trainer.backend_train import run_on_backend
+
+            result = run_on_backend(config, cluster, started)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return err.exit_code

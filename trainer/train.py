@@ -40,11 +40,19 @@ def compile_model(keras, model, config: TrainConfig) -> None:
                   metrics=["accuracy"], **xla)
 
 
-def evaluate(model, x, y, batch_size: int) -> dict[str, float]:
-    """Loss and accuracy over every sample, from predictions (exact; works for any split across replicas)."""
+def evaluate(model, x, y, batch_size: int, whole_batches: bool = False) -> dict[str, float]:
+    """Loss and accuracy over every sample, from predictions (exact; works for any split across replicas).
+
+    `whole_batches`: pad the inputs to whole batches and drop the padding's predictions, for distributions that
+    shard every batch evenly across devices (JAX's DataParallel cannot split a last batch of 5 over 2 devices).
+    """
     import numpy as np
 
-    probabilities = model.predict(x, batch_size=batch_size, verbose=0)
+    if whole_batches and len(x) % batch_size:
+        padding = np.repeat(x[-1:], batch_size - len(x) % batch_size, axis=0)
+        probabilities = model.predict(np.concatenate([x, padding]), batch_size=batch_size, verbose=0)[: len(x)]
+    else:
+        probabilities = model.predict(x, batch_size=batch_size, verbose=0)
     picked = np.clip(probabilities[np.arange(len(y)), y], 1e-7, 1.0)
     return {"loss": float(-np.mean(np.log(picked))), "accuracy": float(np.mean(probabilities.argmax(axis=1) == y))}
 
@@ -110,7 +118,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     callbacks.append(sync_to_template(template))
     verbose = 1 if os.isatty(1) and not config.dry_run else 2
     parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-                 steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless)  # the pipeline shuffles, seeded
+                 steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless, seeded)
 
     from trainer.outcome import describe, evaluate_splits, write_artifacts
 
@@ -123,7 +131,8 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
         else float(tf.keras.backend.get_value(parallel.optimizer.learning_rate))
     metrics = describe(config, arrays, template=template, evaluation=evaluation, recorder=recorder, timer=timer,
                        replicas=replicas, found=found, strategy_name=choice.name, cluster=cluster,
-                       global_batch=pipes.global_batch, learning_rate=learning_rate, keras=keras)
+                       global_batch=pipes.global_batch, learning_rate=learning_rate, keras=keras,
+                       distribution=choice.reason)
     metrics.update(precision=config.precision, jit_compile=bool(parallel.jit_compile))
     manifest, reload_check = write_artifacts(config, job_dir, logs, template, recorder.history, metrics, started,
                                              arrays.x_test[: pipes.global_batch])

@@ -9,14 +9,16 @@ import numpy as np
 from trainer.errors import TrainerError
 
 
-def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6, keras=None) -> dict[str, float]:
-    """Load model.keras (safe mode) and model.h5 with `keras` (default: the trainer's) and compare predictions."""
+def check_reload(template, model_dir: Path, x: np.ndarray, atol: float = 1e-6, keras=None,
+                 names: tuple[str, ...] | list[str] = ("model.keras", "model.h5")) -> dict[str, float]:
+    """Load each of `names` (model.keras in safe mode, model.h5) with `keras` (default: the trainer's) and compare
+    predictions."""
     from mlsubmit_runtime.kerasmod import get_keras
 
     keras = keras or get_keras()
     expected = template.predict(x, verbose=0)
     differences = {}
-    for name in ("model.keras", "model.h5"):
+    for name in names:
         options = {"safe_mode": True} if name.endswith(".keras") else {}
         loaded = keras.models.load_model(str(model_dir / name), compile=False, **options)
         if getattr(template, "jit_compile", None) is not None:  # predict as the template does: XLA rounds differently
