@@ -94,6 +94,7 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
     from mlsubmit.cloud import submit as submitting
     from mlsubmit.cloud.backend_jobs import for_backend, stage_backend_packages
     from mlsubmit.commands._cloud_options import backend_of
+    from mlsubmit.commands._cloud_train import create_once
     from mlsubmit.commands._jobs_view import finish, follow
 
     jobs = tuple(for_backend(submission, name) for name in backends)
@@ -110,21 +111,7 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
         _say(f"backend package {package.uri} ({sent})")
     statuses = []
     for job in jobs:
-        try:
-            earlier = submitting.earlier(job, backend)
-            status = earlier or submitting.submit(job, backend)
-        except KeyboardInterrupt:
-            _say(f"\ninterrupted while submitting {job.keras_backend}'s job: it may or may not exist; to check: "
-                 f"`{backend.check_command(job.request_id)}`; running the same command again is safe")
-            raise typer.Exit(130) from None
-        if earlier is not None:
-            _say(f"{job.keras_backend}: this same submission already made job {status.job_id} (created "
-                 f"{status.create_time}); not submitting it again")
-        _say(f"{job.keras_backend}: job {status.job_id} ({status.display_name}) accepted: {status.state}")
-        url = backend.console_url(status)
-        if url:
-            _say(f"{job.keras_backend}: console: {url}")
-        statuses.append((job, status))
+        statuses.append((job, create_once(job, backend, who=job.keras_backend)))
     if mode == "async_":
         for _, status in statuses:
             typer.echo(status.job_id)

@@ -133,21 +133,7 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
-    try:
-        earlier = submitting.earlier(submission, backend)
-        status = earlier or submitting.submit(submission, backend)
-    except KeyboardInterrupt:
-        _say(f"\ninterrupted while submitting: the job may or may not exist; to check: "
-             f"`{backend.check_command(submission.request_id)}`; running the same command again is safe")
-        raise typer.Exit(130) from None
-    if earlier is not None:
-        _say(f"this same submission already made job {status.job_id} (created {status.create_time}); not submitting "
-             "it again (add --request-id KEY with a new KEY to submit it as a new job)")
-    named = f" ({status.display_name})" if status.display_name != status.job_id else ""
-    _say(f"job {status.job_id}{named} accepted: {status.state}")
-    url = backend.console_url(status)
-    if url:
-        _say(f"console: {url}")
+    status = create_once(submission, backend)
     if mode == "async_":
         typer.echo(status.job_id)
         return
@@ -158,6 +144,31 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
 
         trial_table(results_of(final.resource))
     finish(backend, final, finder, settings=settings)
+
+
+def create_once(submission: Any, backend: Any, *, who: str = "") -> Any:
+    """The job of this submission: the one an earlier run already made (found by its request id), else created now;
+    said on stderr, each line prefixed with `who` (a Keras backend's name) when given. Ctrl-C while creating says how
+    to check and exits 130."""
+    from mlsubmit.cloud import submit as submitting
+
+    prefix = f"{who}: " if who else ""
+    try:
+        earlier = submitting.earlier(submission, backend)
+        status = earlier or submitting.submit(submission, backend)
+    except KeyboardInterrupt:
+        _say(f"\ninterrupted while submitting{f' the {who} job' if who else ''}: the job may or may not exist; to "
+             f"check: `{backend.check_command(submission.request_id)}`; running the same command again is safe")
+        raise typer.Exit(130) from None
+    if earlier is not None:
+        _say(f"{prefix}this same submission already made job {status.job_id} (created {status.create_time}); not "
+             "submitting it again (add --request-id KEY with a new KEY to submit it as a new job)")
+    named = f" ({status.display_name})" if status.display_name != status.job_id else ""
+    _say(f"{prefix}job {status.job_id}{named} accepted: {status.state}")
+    url = backend.console_url(status)
+    if url:
+        _say(f"{prefix}console: {url}")
+    return status
 
 
 def _render_dry_run(submission: Any, jobs: tuple[Any, ...] = ()) -> None:
