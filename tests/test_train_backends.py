@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -246,6 +247,37 @@ if __name__ == "__main__":
 """
 
 
+def test_a_pin_keeps_extras_and_markers_and_takes_the_resolved_version():
+    from mlsubmit.jobspec.backend_pins import pin
+
+    resolved = {"jax": "0.5.3", "torch": "2.14.1"}
+    assert pin(["jax[cuda12]", "torch>=2; python_version >= '3.9'", "absent"], resolved) == (
+        "jax[cuda12]==0.5.3", 'torch==2.14.1; python_version >= "3.9"', "absent")
+
+
+@pytest.mark.slow
+def test_jax_is_pinned_to_what_pip_resolves_beside_the_images_tensorflow(monkeypatch):
+    """The default image (TensorFlow 2.17: ml-dtypes < 0.5, numpy < 2): a plain `pip install jax` in the cloud would
+    take the newest JAX (ml_dtypes >= 0.5, numpy >= 2); the pin is what pip's resolver chose with the image's pins
+    as constraints (reaches the index once, then kept by its inputs)."""
+    from packaging.version import Version
+
+    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.jobspec.backend_pins import pins_on_image
+
+    spec, _ = spec_from_options({"python_module": "trainer.task"}, target="cloud")
+    said: list[str] = []
+    pins = pins_on_image(spec, "jax", ["cpu"], ["tabulate>=0.8"], said.append)
+    assert pins is not None, said
+    (pinned,) = pins["cpu"]
+    name, version = pinned.split("==")
+    assert name == "jax" and Version(version) < Version("0.6"), pinned  # jax 0.6 on needs ml_dtypes >= 0.5
+    assert said == [f"jax: pinned on tf-cpu.2-17.py310 (cpu pools) by pip's resolver with the image's packages: "
+                    f"{pinned}"]
+    again: list[str] = []
+    assert pins_on_image(spec, "jax", ["cpu"], ["tabulate>=0.8"], again.append) == pins and again == said
+
+
 def test_the_emulator_runs_a_jax_or_torch_job_in_mlsubmits_environment_even_with_image_environments_on(monkeypatch):
     """An image's environment carries its TensorFlow only: the emulator does not pip-install jax/torch into it."""
     from mlsubmit.commands._spec_options import spec_from_options
@@ -293,6 +325,10 @@ def test_cloud_jobs_per_backend_run_on_the_emulator_with_their_packages_and_a_re
     assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for name in ("jax", "torch"):
         assert f"keras backend: {name}" in run.stdout  # KERAS_BACKEND reached the replica; Keras loaded it
+        assert f"warning: {name}: --skip-preflight: its packages go unpinned" in run.stderr
+        # pinned for the cloud image; here the job runs on mlsubmit's own jax/torch, never a second one from the index
+        assert re.search(rf"Not installing mlsubmit_keras_{name}-1.0.tar.gz \(the backend's packages for the cloud "
+                         rf"image\): the job runs on {name} [\d.]+\S* of mlsubmit's environment", run.stdout + run.stderr)
         assert f"{name}: job " in run.stderr and "(uploaded, " in run.stderr
     jobs = {job["displayName"]: job for job in cloud.vertex_jobs()}
     assert set(jobs) == {"bk_jax", "bk_torch"}

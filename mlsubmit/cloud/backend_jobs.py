@@ -93,8 +93,16 @@ def check_env(spec: Any) -> None:
                          hint=f"drop --env {keras_backends.VARIABLE}=…")
 
 
-def for_backend(submission: Submission, backend: str) -> BackendSubmission:
-    """`backend`'s job of `submission` (no network): its body checked against the discovery schema.
+def package_kinds(body: dict[str, Any]) -> list[str]:
+    """The pool kinds ("cpu", "gpu", "tpu") of a Vertex AI body's Python package pools, sorted."""
+    return sorted({pool_kind(p) for p in body.get("jobSpec", {}).get("workerPoolSpecs", [])
+                   if p.get("pythonPackageSpec")})
+
+
+def for_backend(submission: Submission, backend: str,
+                pins: dict[str, tuple[str, ...]] | None = None) -> BackendSubmission:
+    """`backend`'s job of `submission` (no network): its body checked against the discovery schema. `pins`: pool
+    kind -> the backend's requirements pinned on the job's image (mlsubmit.jobspec.backend_pins), else the table's.
 
     Raises:
         UsageError: a backend legacy AI Platform cannot run, or a body the schema refuses.
@@ -105,9 +113,8 @@ def for_backend(submission: Submission, backend: str) -> BackendSubmission:
     if submission.api == "legacy":
         keras_backends.refuse_for_legacy((backend,))
     check_env(submission.spec)
-    kinds = sorted({pool_kind(p) for p in submission.body.get("jobSpec", {}).get("workerPoolSpecs", [])
-                    if p.get("pythonPackageSpec")})
-    planned = {kind: planned_backend(backend, kind, submission.staging) for kind in kinds}
+    planned = {kind: planned_backend(backend, kind, submission.staging, (pins or {}).get(kind))
+               for kind in package_kinds(submission.body)}
     planned = {kind: dry for kind, dry in planned.items() if dry is not None}
     body = backend_body(submission.body, api=submission.api, backend=backend, trainer_uri=submission.package.uri,
                         package_uris={kind: dry.uri for kind, dry in planned.items()})

@@ -88,6 +88,23 @@ def train_local_backends(spec_flags: Any, backends: tuple[str, ...], *, api: str
     _outcome(results, "backends' jobs")
 
 
+def _pinned(submission: Any, job: Any, *, check: bool) -> Any:
+    """`job` with its backend's packages pinned to what pip resolves on the job's image (before any upload)."""
+    from mlsubmit.cloud.backend_jobs import for_backend, package_kinds
+
+    if not job.backend_packages:  # TensorFlow: the image carries it
+        return job
+    if not check:
+        _say(f"warning: {job.keras_backend}: --skip-preflight: its packages go unpinned, not resolved against the "
+             "job's image (the cloud's pip takes the newest releases)")
+        return job
+    from mlsubmit.jobspec.backend_pins import pins_on_image
+
+    pins = pins_on_image(submission.spec, job.keras_backend, package_kinds(submission.body),
+                         submission.package.plan.metadata.requires, _say)
+    return job if pins is None else for_backend(submission, job.keras_backend, pins)
+
+
 def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dict[str, Any], *, mode: str,
                     render_dry_run: Callable[..., None]) -> None:
     """Cloud `train --backends …`: every backend's job created (or found, on a re-run) before any is followed."""
@@ -101,6 +118,7 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
     if cloud_flags.get("dry_run"):
         render_dry_run(submission, jobs)
         return
+    jobs = tuple(_pinned(submission, job, check=not cloud_flags.get("skip_preflight")) for job in jobs)
     settings = submission.settings
     backend = backend_of(submission.api, settings)
     staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)

@@ -189,7 +189,8 @@ class Executor:
             packages = prepare.fetch(plan, work / "packages")
             if run.cancelled.is_set():
                 return self._interrupted(name, run)
-            from mlsubmit.emulator.image_prepare import image_python
+            from mlsubmit.emulator.image_prepare import image_python, without_backend_requirements
+            packages = without_backend_requirements(packages, say)
             python = image_python(plan.spec, packages, say) or prepare.venv_python(packages, say)
         except prepare.PrepareError as err:
             if run.cancelled.is_set():  # its install was stopped because the job was cancelled

@@ -34,3 +34,26 @@ def image_python(spec, packages: list[Path], say) -> Path | None:
     said = "already installed" if reused else "installed"
     say(f"Packages {said} on image {image_env.versions_line(image, python)}.")
     return python
+
+
+def without_backend_requirements(packages: list[Path], say) -> list[Path]:
+    """The job's packages less a Keras backend's requirements sdist (mlsubmit-keras-jax, -torch): its pins are for
+    the cloud image (torch 2.14.1 for Python 3.10 is a CUDA build of several GB from the index), while a jax or torch
+    job runs here on mlsubmit's own environment, which holds the backend (or says which extra installs it)."""
+    import importlib.metadata
+
+    from mlsubmit.jobspec.keras_backends import BACKENDS
+    from mlsubmit.packaging.backend_dist import backend_of_archive
+
+    kept = []
+    for path in packages:
+        backend = backend_of_archive(path)
+        if backend is None:
+            kept.append(path)
+            continue
+        try:
+            here = f"{backend} {importlib.metadata.version(BACKENDS[backend].module)} of mlsubmit's environment"
+        except importlib.metadata.PackageNotFoundError:
+            here = f"mlsubmit's environment, which lacks {backend} ({BACKENDS[backend].install})"
+        say(f"Not installing {path.name} (the backend's packages for the cloud image): the job runs on {here}.")
+    return kept

@@ -5,6 +5,8 @@ PyTorch. `train --backends jax,…` stages, per backend and pool kind, a tiny ge
 its `install_requires` (from mlsubmit.jobspec.keras_backends: `jax` on CPU pools, `jax[cuda12]` on GPU pools, …),
 written by the same reproducible writer as every trainer package, so the same backend and kind always give the
 same bytes and the same content-addressed URI; it is listed before the trainer's package. TensorFlow needs none.
+Before a real submission the requirements are pinned to what pip resolves on the job's image
+(mlsubmit.jobspec.backend_pins): the cloud's pip then installs versions that leave the image's TensorFlow intact.
 """
 
 from __future__ import annotations
@@ -22,13 +24,23 @@ def distribution(backend: str) -> str:
     return f"mlsubmit-keras-{backend}"
 
 
-def backend_plan(backend: str, kind: str) -> Any | None:
-    """The SdistPlan of `backend`'s requirements on a `kind` pool (None: the image carries the backend). Only the
-    requirements tell kinds apart, so pools that need the same packages share one sdist."""
+def backend_of_archive(path: Path | str) -> str | None:
+    """The Keras backend whose requirements sdist `path` is (mlsubmit_keras_jax-1.0.tar.gz → "jax"), else None."""
+    name = Path(path).name
+    for backend in keras_backends.BACKENDS:
+        if name.startswith(f"{distribution(backend).replace('-', '_')}-"):
+            return backend
+    return None
+
+
+def backend_plan(backend: str, kind: str, requires: tuple[str, ...] | None = None) -> Any | None:
+    """The SdistPlan of `backend`'s requirements on a `kind` pool (None: the image carries the backend); `requires`
+    replaces the table's (the pinned ones). Only the requirements tell kinds apart, so pools that need the same
+    packages share one sdist."""
     from mlsubmit.packaging.sdist import SdistPlan
     from mlsubmit.packaging.setup_meta import ProjectMetadata
 
-    needs = keras_backends.requirements(backend, kind)
+    needs = requires if requires is not None else keras_backends.requirements(backend, kind)
     if not needs:
         return None
     name = distribution(backend)
@@ -38,9 +50,9 @@ def backend_plan(backend: str, kind: str) -> Any | None:
                      "requirements only")
 
 
-def planned_backend(backend: str, kind: str, stage_to: str) -> Any | None:
+def planned_backend(backend: str, kind: str, stage_to: str, requires: tuple[str, ...] | None = None) -> Any | None:
     """The mlsubmit.packaging.DryRun of `backend_plan` (sha256, size, URI under `stage_to`); nothing is written."""
-    plan = backend_plan(backend, kind)
+    plan = backend_plan(backend, kind, requires)
     if plan is None:
         return None
     from mlsubmit.packaging import DryRun, archive_digest, check_destination
