@@ -176,9 +176,10 @@ def test_a_legacy_tuning_job_runs_its_trials_driven_by_mlsubmit_and_by_gcloud(cl
     run = cloud.run("train", "--api", "legacy", "--package-path", hp_project, "--python-module", "hptrainer.task",
                     "--config", str(spec), "--job-name", "legacy_hp", "--stream-logs")
     assert run.code == 0, run.stderr[-3000:]
-    # four trials ran, each told its trial in TF_CONFIG (the chief named master, as legacy AI Platform named it)
-    assert sorted(re.findall(r"master-replica-0 \| trial (\d): lr .* \(TF_CONFIG task master trial (\d)\)",
-                             run.stdout)) == [(str(n), str(n)) for n in range(1, 5)]
+    # four trials ran, each told its trial in TF_CONFIG (the chief named master, as legacy AI Platform named it);
+    # each line is named by the trial that wrote it (Cloud Logging's ml.googleapis.com/trial_id label)
+    assert sorted(re.findall(r"trial-(\d)/master-replica-0 +\| trial (\d): lr .* \(TF_CONFIG task master trial "
+                             r"(\d)\)", run.stdout)) == [(str(n), str(n), str(n)) for n in range(1, 5)], run.stdout
     assert re.search(r"\*\s+\d\s+SUCCEEDED\s+0\.1\s+sgd\s+0\.1898", run.stdout), run.stdout
     job = cloud.emulator.legacy_jobs().get(name=f"projects/{cloud.project}/jobs/legacy_hp").execute()
     output = job["trainingOutput"]

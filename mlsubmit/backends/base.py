@@ -80,6 +80,13 @@ class LogEntry:
     task: str  # the API's task name (workerpool0-0, master-replica-0, service)
     severity: str
     text: str
+    trial: str = ""  # the legacy tuning trial that wrote it ("" for other lines)
+
+    @property
+    def source(self) -> str:
+        """Who wrote it, as shown: the task, under its trial for a legacy tuning trial's line (trial-3/master-replica-0,
+        as a Vertex AI study's trials are shown)."""
+        return f"trial-{self.trial}/{self.task}" if self.trial else self.task
 
 
 def check_state(state: str) -> str:
@@ -298,8 +305,9 @@ def _entry(raw: dict[str, Any]) -> LogEntry:
     if payload is None:
         json_payload = raw.get("jsonPayload") or {}
         payload = json_payload.get("message") or json_payload.get("msg") or (str(json_payload) if json_payload else "")
+    trial = str((raw.get("labels") or {}).get("ml.googleapis.com/trial_id") or "")
     return LogEntry(str(raw.get("insertId", "")), str(raw.get("timestamp", "")), task,
-                    str(raw.get("severity", "DEFAULT")), str(payload).rstrip("\n"))
+                    str(raw.get("severity", "DEFAULT")), str(payload).rstrip("\n"), trial)
 
 
 def friendly_task(task: str) -> tuple[str, int] | None:

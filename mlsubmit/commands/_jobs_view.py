@@ -159,12 +159,13 @@ class LogPrinter:
         for entry in entries:
             if self.output == "json":
                 lines.append(json.dumps({"insertId": entry.insert_id, "timestamp": entry.timestamp,
-                                         "task": entry.task, "severity": entry.severity, "text": entry.text}))
+                                         "task": entry.task, **({"trial": entry.trial} if entry.trial else {}),
+                                         "severity": entry.severity, "text": entry.text}))
                 continue
-            self.width = max(self.width, len(entry.task))
-            prefix = f"{entry.task:<{self.width}} |"
+            self.width = max(self.width, len(entry.source))
+            prefix = f"{entry.source:<{self.width}} |"
             if self.colour:
-                colour = self.colours.setdefault(entry.task, _TASK_COLOURS[len(self.colours) % len(_TASK_COLOURS)])
+                colour = self.colours.setdefault(entry.source, _TASK_COLOURS[len(self.colours) % len(_TASK_COLOURS)])
                 prefix = typer.style(prefix, fg=colour)
             lines.extend(f"{prefix} {text}" for text in entry.text.splitlines() or [""])
         if lines:

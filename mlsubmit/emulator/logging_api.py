@@ -1,7 +1,8 @@
 """Cloud Logging v2 `entries.list` (POST /v2/entries:list) over the lines the jobs' replicas wrote.
 
 Each line is a LogEntry like those the training services write: resource `ml_job` with labels `job_id`,
-`project_id` and `task_name`, the task name also under `labels["ml.googleapis.com/task_name"]`, `textPayload`,
+`project_id` and `task_name`, the task name also under `labels["ml.googleapis.com/task_name"]` (and a legacy
+tuning trial's id under `labels["ml.googleapis.com/trial_id"]`, "" for other lines), `textPayload`,
 severity INFO for stdout and ERROR for stderr, and an `insertId` that increases with the timestamp (equal
 timestamps never happen: the emulator's clock is strictly increasing). gcloud's filters work:
 `resource.type="ml_job" AND resource.labels.job_id="…"`, a task name, `timestamp>=`/`>` bounds and
@@ -44,7 +45,7 @@ def render(line: LogLine) -> dict[str, Any]:
     return {"logName": f"projects/{line.project}/logs/{log}",
             "resource": {"type": "ml_job", "labels": {"job_id": line.job_id, "project_id": line.project,
                                                       "task_name": line.task}},
-            "labels": {TASK_LABEL: line.task, "ml.googleapis.com/trial_id": ""},
+            "labels": {TASK_LABEL: line.task, "ml.googleapis.com/trial_id": line.trial_id},
             "textPayload": line.text, "timestamp": line.timestamp, "receiveTimestamp": line.timestamp,
             "severity": line.severity, "insertId": line.insert_id}
 

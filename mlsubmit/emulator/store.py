@@ -64,6 +64,7 @@ class LogLine:
     task: str  # the API's task name: workerpool0-0 / master-replica-0; "service" for the service's own lines
     severity: str
     text: str
+    trial_id: str = ""  # a legacy tuning job's trial that wrote it (Cloud Logging's ml.googleapis.com/trial_id)
 
 
 def _file_name(name: str, suffix: str) -> str:
@@ -165,8 +166,9 @@ class Store:
     # -- logs -----------------------------------------------------------------------------------------------
     def append_log(self, job: Job, task: str, text: str, severity: str = "INFO") -> LogLine:
         with self._lock:
+            trial = (job.body.get("labels") or {}).get("hp_tuning_trial", "") if job.api == "legacy" else ""
             line = LogLine(insert_id=f"{len(self._lines) + 1:012d}", timestamp=times.now(), job_id=job.job_id,
-                           project=job.project, task=task, severity=severity, text=text)
+                           project=job.project, task=task, severity=severity, text=text, trial_id=trial)
             self._lines.append(line)
             if self.data_dir is not None:
                 handle = self._log_files.get(job.name)
