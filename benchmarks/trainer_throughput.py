@@ -2,9 +2,11 @@
 
 Baseline: numpy arrays straight into `model.fit` (what the 2018 recipes did), same model, same data, same batch.
 Ours: `python -m trainer.task` (tf.data pipeline, stateless shuffling, batch-wise gather, prefetch).
-Both run as fresh processes; samples/s leave out the first epoch (tracing). Prints both and their ratio.
+Both run as fresh processes; samples/s leave out the first epoch (tracing). Prints both and their ratio, per Keras
+backend with --backends (KERAS_BACKEND set for both: the baseline is plain Keras on that backend).
 
     python benchmarks/trainer_throughput.py [--model mnist_convnet] [--samples 4096] [--epochs 4] [--repeats 2]
+                                            [--backends tensorflow,jax,torch]
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ print(json.dumps({"samples_per_second": n * len(times[1:]) / sum(times[1:])}))
 """
 
 
-def run(cmd: list[str]) -> str:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+def run(cmd: list[str], backend: str = "tensorflow") -> str:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": backend}
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return out.stdout
 
@@ -53,24 +55,27 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--backends", default="tensorflow", help="comma-separated Keras backends, each measured in turn")
     args = p.parse_args()
     spec = f"synthetic:28x28x1:10:{args.samples}"
-    ours, base = [], []
-    for _ in range(args.repeats):
-        out = run([sys.executable, "-c", BASELINE, args.model, spec, str(args.batch_size), str(args.epochs)])
-        base.append(json.loads(out.strip().splitlines()[-1])["samples_per_second"])
-        with tempfile.TemporaryDirectory() as job:
-            run([sys.executable, "-m", "trainer.task", "--job-dir", job, "--model", args.model, "--data", spec,
-                 "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--validation-split", "0",
-                 "--patience", "100"])
-            ours.append(json.loads(Path(job, "metrics.json").read_text())["samples_per_second"])
-    b, o = statistics.median(base), statistics.median(ours)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"model {args.model}, {args.samples} synthetic 28x28x1 samples, batch {args.batch_size}, "
           f"{args.epochs} epochs (first left out), median of {args.repeats}")
-    print(f"baseline (numpy arrays into model.fit): {b:,.0f} samples/s  runs: {[round(x) for x in base]}")
-    print(f"mlsubmit trainer (tf.data pipeline):     {o:,.0f} samples/s  runs: {[round(x) for x in ours]}")
-    print(f"ratio ours/baseline: {o / b:.2f}")
+    for backend in [name.strip() for name in args.backends.split(",") if name.strip()]:
+        ours, base = [], []
+        for _ in range(args.repeats):
+            out = run([sys.executable, "-c", BASELINE, args.model, spec, str(args.batch_size), str(args.epochs)],
+                      backend)
+            base.append(json.loads(out.strip().splitlines()[-1])["samples_per_second"])
+            with tempfile.TemporaryDirectory() as job:
+                run([sys.executable, "-m", "trainer.task", "--job-dir", job, "--model", args.model, "--data", spec,
+                     "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--validation-split", "0",
+                     "--patience", "100"], backend)
+                ours.append(json.loads(Path(job, "metrics.json").read_text())["samples_per_second"])
+        b, o = statistics.median(base), statistics.median(ours)
+        print(f"[{backend}] baseline (numpy arrays into model.fit): {b:,.0f} samples/s  runs: {[round(x) for x in base]}")
+        print(f"[{backend}] mlsubmit trainer (tf.data pipeline):     {o:,.0f} samples/s  runs: {[round(x) for x in ours]}")
+        print(f"[{backend}] ratio ours/baseline: {o / b:.2f}")
 
 
 if __name__ == "__main__":
