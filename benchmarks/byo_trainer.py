@@ -17,11 +17,9 @@ import argparse
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +27,7 @@ PACKAGE = ROOT / "tests" / "fixtures" / "trainers" / "requirements_only" / "trai
 FIRST_LINE = "trainer: training"  # the trainer's first print
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_startup import seconds_to_first_step  # noqa: E402  (the same stopwatch as the bundled trainer's)
+from local_startup import print_medians, seconds_to_first_step  # noqa: E402  (the same stopwatch and table)
 
 
 def seconds_to_first_line(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float]:
@@ -69,14 +67,9 @@ def main() -> None:
                 ("mlsubmit train --local, cached venv", *local(home, f"warm-{repeat}"))]
         for name, cmd, run_env in runs:
             rows.setdefault(name, []).append(seconds_to_first_line(cmd, work, run_env))
-    base = statistics.median(first for first, _ in rows["gcloud ai-platform local train (installs nothing)"])
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"median of {args.repeats} run(s); package: {PACKAGE.relative_to(ROOT)} (requirement: tabulate>=0.8)")
-    print(f"{'':62} {'first line':>11} {'ratio':>7} {'whole run':>10}")
-    for name, values in rows.items():
-        first = statistics.median(v[0] for v in values)
-        total = statistics.median(v[1] for v in values)
-        print(f"{name:62} {first:10.2f}s {first / base:6.2f}x {total:9.2f}s")
+    print_medians(rows, "gcloud ai-platform local train (installs nothing)", "first line", digits=2)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -70,14 +70,20 @@ def main() -> None:
                 ("train --local, 3 replicas (chief + 2 workers)", local(3, home), work)]
         for name, cmd, cwd in runs:
             rows.setdefault(name, []).append(seconds_to_first_step(cmd, cwd, {**env, "MLSUBMIT_HOME": str(home)}))
-    base = statistics.median(first for first, _ in rows["python -m trainer.task (1 process)"])
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"median of {args.repeats} run(s)")
-    print(f"{'':48} {'first step':>11} {'ratio':>7} {'whole run':>10}")
+    print_medians(rows, "python -m trainer.task (1 process)", "first step", digits=1)
+
+
+def print_medians(rows: dict[str, list[tuple[float, float]]], baseline: str, first_label: str, digits: int) -> None:
+    """One line per run kind: the median seconds to the first line, its ratio to `baseline`'s, the median whole run."""
+    base = statistics.median(first for first, _ in rows[baseline])
+    width = max(len(name) for name in rows)
+    print(f"{'':{width}} {first_label:>11} {'ratio':>7} {'whole run':>10}")
     for name, values in rows.items():
         first = statistics.median(v[0] for v in values)
         total = statistics.median(v[1] for v in values)
-        print(f"{name:48} {first:10.1f}s {first / base:6.2f}x {total:9.1f}s")
+        print(f"{name:{width}} {first:10.{digits}f}s {first / base:6.2f}x {total:9.{digits}f}s")
 
 
 if __name__ == "__main__":
