@@ -12,16 +12,14 @@ There is no CPU template here: the model that trains is the one saved (its varia
 
 from __future__ import annotations
 
-import os
 import time
 
-from trainer import data, pipeline
+from trainer import data
 from trainer.backend_devices import jax_devices, torch_device
 from trainer.backends import ONE_DEVICE_REASON
 from trainer.cluster import Cluster
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
-from trainer.models import MODELS
 from mlsubmit_runtime.storage import Location
 
 DATA_PARALLEL = "data_parallel"  # keras.distribution.DataParallel (JAX)
@@ -72,25 +70,11 @@ def run_on_backend(config: TrainConfig, cluster: Cluster | None = None, started:
     replicas = found.count
 
     from trainer.model_check import build_checked
-    from trainer.train import backed_up_epoch, compile_model, locations
+    from trainer.train import compile_model, fit
 
     model = build_checked(keras, config.backend, config.model, arrays.input_shape, arrays.num_classes)
-    job_dir.remove("MANIFEST.json")  # from here on the job dir is visibly incomplete
-    backup, logs = locations(config, job_dir)
-    backup.pull()
-    pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
-                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
-                           initial_epoch=backed_up_epoch(backup))
     compile_model(keras, model, config)
-
-    from trainer.callbacks import make_callbacks
-
-    callbacks, recorder, timer = make_callbacks(
-        keras, backup=backup, logs=logs, patience=config.patience,
-        samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)
-    verbose = 1 if os.isatty(1) and not config.dry_run else 2
-    model.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-              steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles, seeded
+    pipes, recorder, timer, logs = fit(keras, model, config, arrays, job_dir, replicas)
 
     from trainer.outcome import describe, evaluate_splits, write_artifacts
     from trainer.train import RunResult

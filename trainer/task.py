@@ -27,10 +27,11 @@ def main(argv: list[str] | None = None) -> int:
         cluster = from_environment(os.environ)
         from trainer.backends import activate, check_cluster
 
-        if uses_cluster_route(cluster):
+        clustered = uses_cluster_route(cluster)
+        if clustered:
             check_cluster(config.backend, cluster.shape())
         activate(config.backend, config.emulate_devices, config.gpu_count)  # before Keras is first imported
-        if uses_cluster_route(cluster):
+        if clustered:
             if config.precision != "float32":
                 raise TrainerError(f"invalid value for --precision: received {config.precision!r}, but cluster jobs "
                                    "train in float32; drop --precision, or train on one machine's GPUs")

@@ -74,6 +74,28 @@ def locations(config: TrainConfig, job_dir: Location) -> tuple[Location, Locatio
     return backup, logs
 
 
+def fit(keras, model, config: TrainConfig, arrays, job_dir: Location, replicas: int, *, extra_callbacks=()):
+    """Train a compiled `model` on the job's pipeline with the job's callbacks; every route (TensorFlow, JAX, torch)
+    trains through here. Removes MANIFEST.json first (from then on the job dir is visibly incomplete) and resumes
+    from the backup a preempted run left. Returns (pipes, recorder, timer, logs location)."""
+    from trainer.callbacks import make_callbacks
+
+    job_dir.remove(artifacts.MANIFEST)
+    backup, logs = locations(config, job_dir)
+    backup.pull()
+    pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
+                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
+                           initial_epoch=backed_up_epoch(backup))
+    callbacks, recorder, timer = make_callbacks(
+        keras, backup=backup, logs=logs, patience=config.patience,
+        samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)
+    callbacks.extend(extra_callbacks)
+    verbose = 1 if os.isatty(1) and not config.dry_run else 2
+    model.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
+              steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless, seeded)
+    return pipes, recorder, timer, logs
+
+
 def run(config: TrainConfig, cluster: Cluster | None = None, started: float | None = None) -> RunResult:
     """Train on this machine (one process) and write the artifacts. Returns the metrics and where they went."""
     started = started or time.perf_counter()
@@ -98,27 +120,12 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     keras.mixed_precision.set_global_policy(config.precision)  # every run sets its own: the policy is process-wide
     dist = strategy.build(choice, found.names)
     replicas = dist.num_replicas_in_sync
-    job_dir.remove(artifacts.MANIFEST)  # from here on the job dir is visibly incomplete
-    backup, logs = locations(config, job_dir)
-    backup.pull()
-    pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
-                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
-                           initial_epoch=backed_up_epoch(backup))
-
     template = build_template(build_model, keras, config.model, arrays.input_shape, arrays.num_classes)
     parallel = replicate(template, dist)
     with dist.scope():
         compile_model(keras, parallel, config)
-
-    from trainer.callbacks import make_callbacks
-
-    callbacks, recorder, timer = make_callbacks(
-        keras, backup=backup, logs=logs, patience=config.patience,
-        samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)
-    callbacks.append(sync_to_template(template))
-    verbose = 1 if os.isatty(1) and not config.dry_run else 2
-    parallel.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-                 steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless, seeded)
+    pipes, recorder, timer, logs = fit(keras, parallel, config, arrays, job_dir, replicas,
+                                       extra_callbacks=[sync_to_template(template)])
 
     from trainer.outcome import describe, evaluate_splits, write_artifacts
 
