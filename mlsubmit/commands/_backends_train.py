@@ -61,20 +61,16 @@ def _outcome(results: list[Any], what: str) -> None:
 def train_local_backends(spec_flags: Any, backends: tuple[str, ...], *, api: str, package_path: str,
                          package_flags: dict[str, Any]) -> None:
     """`train --local --backends …`: run, then the table."""
-    from mlsubmit.commands._spec_options import spec_from_options
-    from mlsubmit.jobspec.requests import require_python_package
+    from mlsubmit.commands._spec_options import local_spec
     from mlsubmit.local.backend_runs import run_backends
     from mlsubmit.packaging import resolve_extras
     from mlsubmit.packaging.requirements_txt import split_requirements
     from mlsubmit.tuning.submit import tuning_of
 
-    spec, notes = spec_from_options(spec_flags, target="local")
-    require_python_package(spec)
     if tuning_of(spec_flags.get("config"), None)[0] is not None:
         raise UsageError("invalid options: --backends with a tuning study in --config",
                          hint="tune one backend at a time: --env KERAS_BACKEND=NAME")
-    for note in notes:
-        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    spec = local_spec(spec_flags)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     results = run_backends(spec, backends, api=api, package_path=package_path, say=typer.echo, color=color,
                            requirements=split_requirements(package_flags["requirements"]),

@@ -14,19 +14,15 @@ from mlsubmit.errors import OperationFailed, invalid_value
 
 def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: list[str], *, api: str,
                        package_path: str) -> None:
-    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.commands._spec_options import local_spec
     from mlsubmit.commands._tuning_view import trial_table, write_plot
     from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.local.local_run import isolated_python
     from mlsubmit.tuning.local_study import LocalTuning
-    from mlsubmit.jobspec.requests import require_python_package
     from mlsubmit.tuning.results import results_of
 
-    spec, notes = spec_from_options(spec_flags, target="local")
-    require_python_package(spec)
-    notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")]  # mapped: the trials run
-    for note in [*notes, *tuning_notes]:
-        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    # the hyperparameters' notes are left out: they are mapped, the trials run
+    spec = local_spec(spec_flags, mapped="trainingInput.hyperparameters:", more_notes=tuple(tuning_notes))
     if spec.job_dir and spec.job_dir.startswith("gs://"):
         raise invalid_value("--job-dir", spec.job_dir, "a local directory for a study run with --local (each trial "
                             "writes its job dir and cloudml-hypertune metrics under it)", hint="pass a local --job-dir")

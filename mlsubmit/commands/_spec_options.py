@@ -173,3 +173,20 @@ def _pairs(items: List[tuple[str, str]]) -> Optional[tuple]:
             raise invalid_value(flag, item, "KEY=VALUE", hint=f"write {flag} {key or 'KEY'}=VALUE")
         pairs[key] = value
     return tuple(pairs.items())
+
+
+def local_spec(flags: dict[str, Any], *, mapped: str | None = None, more_notes: tuple[str, ...] = ()):
+    """The JobSpec of a `train --local` run (a Python package job), its notes said as warnings first.
+
+    `mapped`: the prefix of notes about what the caller carries out itself (a tuning study's hyperparameters), not
+    said; `more_notes`: the caller's own notes, said with them.
+    Raises:
+        UsageError: an invalid value, or a job without a Python package.
+    """
+    from mlsubmit.jobspec.requests import require_python_package
+
+    spec, notes = spec_from_options(flags, target="local")
+    require_python_package(spec)
+    for note in [*(n for n in notes if not (mapped and n.startswith(mapped))), *more_notes]:
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    return spec

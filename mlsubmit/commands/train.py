@@ -104,16 +104,12 @@ def _port(text: Optional[str]) -> Optional[int]:
 
 def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Optional[int],
                  package_flags: dict[str, Any]) -> None:
-    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.commands._spec_options import local_spec
     from mlsubmit.local.local_run import run_local
     from mlsubmit.packaging import resolve_extras
     from mlsubmit.packaging.requirements_txt import split_requirements
 
-    spec, notes = spec_from_options(spec_flags, target="local")
-    from mlsubmit.jobspec.requests import require_python_package
-    require_python_package(spec)
-    for note in notes:
-        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    spec = local_spec(spec_flags)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     run = run_local(spec, api=api, package_path=package_path, start_port=start_port, color=color,
                     say=lambda line: typer.echo(line), requirements=split_requirements(package_flags["requirements"]),
