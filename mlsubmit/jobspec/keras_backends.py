@@ -71,6 +71,14 @@ def requirements(backend: str, kind: str) -> tuple[str, ...]:
     return BACKENDS[backend].cloud[kind]
 
 
+def installed(name: str) -> bool:
+    """Whether the backend's module can be imported here (found, not imported)."""
+    try:
+        return importlib.util.find_spec(BACKENDS[name].module) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, or a half-imported module: not usable here
+        return False
+
+
 def require_installed(backends: tuple[str, ...], *, where: str = "mlsubmit's environment") -> None:
     """Every backend's module importable here (found, not imported).
 
@@ -79,11 +87,7 @@ def require_installed(backends: tuple[str, ...], *, where: str = "mlsubmit's env
     """
     for name in backends:
         backend = BACKENDS[name]
-        try:
-            found = importlib.util.find_spec(backend.module)
-        except (ImportError, ValueError):  # a finder that refuses it, or a half-imported module: not usable here
-            found = None
-        if found is None:
+        if not installed(name):
             raise UsageError(f"invalid value for --backends: {name} needs the {backend.module} package, which is not "
                              f"installed in {where}", hint=f"install it with {backend.install}")
 

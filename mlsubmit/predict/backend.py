@@ -7,12 +7,11 @@ Keras already imported under another backend). Light: no Keras, no TensorFlow, n
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
-from mlsubmit.jobspec.keras_backends import BACKENDS, DEFAULT
+from mlsubmit.jobspec.keras_backends import BACKENDS, DEFAULT, installed
 
 
 def parse_backend(text: str | None, *, field: str = "--backend") -> str:
@@ -38,7 +37,7 @@ def keras_imported_under() -> str | None:
 
 def check_installed(name: str) -> None:
     """Raises UsageError, with the command that installs it, when the backend's package cannot be imported."""
-    if importlib.util.find_spec(BACKENDS[name].module) is None:
+    if not installed(name):
         raise UsageError(f"invalid value for --backend: received {name!r}, but {name} is not installed",
                          hint=BACKENDS[name].install)
 
