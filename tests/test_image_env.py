@@ -48,6 +48,19 @@ def test_bundled_and_keras2_trainers_run_on_the_217_image_and_install_cleanly(tm
     checked = subprocess.run([str(venv), "-m", "pip", "check"], capture_output=True, text=True)
     assert checked.returncode == 0 and "No broken requirements found" in checked.stdout, checked.stdout
 
+    # the image's Python 3.10 has no PYTHONSAFEPATH: the replicas still run in the user's working directory, so a
+    # relative --data means what it means to the user (the Quickstart's `jobs/digits.npz`), and a `trainer/` folder
+    # there (this checkout's, here a decoy) never shadows the installed package
+    from tests.support.trainer_run import digits_npz
+
+    (tmp_path / "data").mkdir()
+    digits_npz(tmp_path / "data" / "digits.npz")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("raise SystemExit('the working tree shadowed the package')\n")
+    done = _train(ROOT / "trainer", "--job-dir", "relative", "--", "--data", "data/digits.npz", "--model", "dense",
+                  "--epochs", "1", "--steps-per-epoch", "2", cwd=tmp_path)
+    assert _metrics(tmp_path / "relative")["tensorflow_version"] == "2.17.1"
+
     # a legacy-era trainer (--job-dir required): legacy AI Platform passes it
     done = _train(KERAS2, "--api", "legacy", "--python-module", "kerastwo.task", "--runtime-version", "2.17",
                   "--job-dir", "two", cwd=tmp_path, TF_USE_LEGACY_KERAS="1")

@@ -78,6 +78,11 @@ def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: C
     return found or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
 
 
+# `python -m MODULE ARGS` without the working directory on sys.path (for Pythons without PYTHONSAFEPATH)
+_RUN_MODULE_UNSHADOWED = ("import runpy, sys; del sys.path[0]; "
+                          "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+
+
 def _safe_path(python: Path) -> bool:
     """PYTHONSAFEPATH works from Python 3.11 on: the replicas' Python (its venv's pyvenv.cfg) decides."""
     cfg = python.parent.parent / "pyvenv.cfg"
@@ -90,13 +95,15 @@ def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, s
     base = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
     base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")  # safe path: the working tree never shadows the package
     base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Python < 3.11 ignores PYTHONSAFEPATH, and `-m` would import from the working directory first.
-    cwd = os.getcwd() if _safe_path(python) else str(python.parent.parent)
+    # The replicas run in the user's working directory, so relative paths in the trainer's arguments mean what they
+    # mean to the user. Python < 3.11 ignores PYTHONSAFEPATH and `-m` would import from that directory first: there
+    # the module runs as `-m` does, through runpy, with the working directory taken off sys.path.
+    launch = ("-m", job.module) if _safe_path(python) else ("-c", _RUN_MODULE_UNSHADOWED, job.module)
     replicas = []
     for r in job.replicas:
         emulated = {EMULATE_DEVICES_VARIABLE: str(r.emulate_devices)} if r.emulate_devices else {}
-        replicas.append(Replica(r.name, r.role, (str(python), "-m", job.module, *r.args),
-                                {**base, **r.env, **emulated, **(env or {})}, cwd))
+        replicas.append(Replica(r.name, r.role, (str(python), *launch, *r.args),
+                                {**base, **r.env, **emulated, **(env or {})}, os.getcwd()))
     return replicas
 
 
