@@ -28,7 +28,8 @@ def test_the_quickstart_has_exactly_the_two_commands_and_ci_runs_the_test_one():
 def test_the_main_job_trains_two_replicas_on_digits_and_predict_scores_the_model(tmp_path):
     """What `python3 dev.py job` runs (fewer epochs): a chief and a worker train on the digits, then predict."""
     job_dir = tmp_path / "jobs" / "digits"
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_job.py"), "--job-dir", str(job_dir),
+    # the job dir relative, as `dev.py job` passes it: the replicas resolve it (and the data beside it) in tmp_path
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_job.py"), "--job-dir", "jobs/digits",
                           "--epochs", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "NO_COLOR": "1"})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
