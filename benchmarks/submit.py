@@ -126,7 +126,7 @@ class Bench:
         """N jobs from one process through the Python API: one client, the package staged once."""
         os.environ.update(STORAGE_EMULATOR_HOST=self.gcs, CLOUDSDK_CONFIG=str(self.work / "gcloud"))
         from mlsubmit.cloud import submit
-        from mlsubmit.backends import backend_for
+        from mlsubmit.targets import target_for
         from mlsubmit.cloud.clients import Clients
         from mlsubmit.cloud.settings import resolve
         from mlsubmit.jobspec.spec import JobSpec
@@ -134,14 +134,14 @@ class Bench:
         started = time.perf_counter()
         settings = resolve(project=self.project, region=REGION, staging_bucket=f"gs://{bucket}",
                            endpoint=self.endpoint)
-        backend = backend_for("vertex", Clients(region=REGION, endpoint=self.endpoint), project=self.project,
+        service = target_for("vertex", Clients(region=REGION, endpoint=self.endpoint), project=self.project,
                               region=REGION)
         accepted = []
         for index in range(jobs):
             spec = JobSpec(region=REGION, args=("--dry-run", "--learning-rate", f"{0.001 * (index + 1):.3f}"))
             submission = submit.prepare(spec, api="vertex", settings=settings, package_path=self.source / "trainer")
             submit.stage(submission, check=index == 0)
-            accepted.append(submit.submit(submission, backend).job_id)
+            accepted.append(submit.submit(submission, service).job_id)
         seconds = time.perf_counter() - started
         for job_id in accepted:
             self.cancel(job_id)

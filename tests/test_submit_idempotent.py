@@ -86,7 +86,7 @@ def test_a_create_whose_answer_and_look_ups_are_lost_says_how_to_check_and_a_rer
 
 
 def test_the_request_id_is_a_function_of_the_submission_and_a_reuse_lasts_a_day():
-    from mlsubmit.backends.base import REUSE_WINDOW, within_window
+    from mlsubmit.targets.base import REUSE_WINDOW, within_window
     from mlsubmit.cloud.submit import request_id_of
 
     def body(name: str, epochs: str = "1") -> dict:

@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 from typing import Any
 
-from mlsubmit.backends.base import REQUEST_LABEL
+from mlsubmit.targets.base import REQUEST_LABEL
 from mlsubmit.cloud.submit import Submission
 from mlsubmit.errors import UsageError
 from mlsubmit.jobspec import keras_backends, machines

@@ -12,7 +12,7 @@ endpoint override (`--endpoint`, `MLSUBMIT_API_ENDPOINT`) every API is called th
 Why not googleapiclient's default transport: httplib2 resends a request by itself when a connection drops
 before the answer arrives, POST included, so a create whose response was lost would make a second job behind
 our back. `Transport` sends each request exactly once (no hidden retries, connect/read timeouts) and leaves
-retrying to `mlsubmit.backends.calls`, which knows which requests are safe to repeat. Tokens live in the
+retrying to `mlsubmit.targets.calls`, which knows which requests are safe to repeat. Tokens live in the
 session's Authorization header only; nothing here prints or logs requests.
 """
 

@@ -2,7 +2,7 @@
 
     submission = prepare(spec, api="vertex", settings=settings, package_path="trainer")   # no network
     staged = stage(submission)                       # uploads only a package the bucket does not hold yet
-    status = submit(submission, backend)             # exactly one job, whatever answers get lost
+    status = submit(submission, service)             # exactly one job, whatever answers get lost
 
 `prepare` is everything that can be decided offline and without credentials — the settings each job needs,
 a job name when none was given, the job dir, the package's files and sha256 (so its content-addressed URI is
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsubmit.jobspec import requests as request_builders
-from mlsubmit.backends.base import REQUEST_LABEL, JobStatus
+from mlsubmit.targets.base import REQUEST_LABEL, JobStatus
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 from mlsubmit.jobspec.job_names import generate_job_name
 from mlsubmit.packaging.runtime_dist import planned_runtime
@@ -90,7 +90,7 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
     from mlsubmit import packaging
     from mlsubmit.jobspec import discovery
-    from mlsubmit.backends import check_api
+    from mlsubmit.targets import check_api
 
     check_api(api)
     settings.require("project")
@@ -178,11 +178,11 @@ def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any,
     return staged
 
 
-def earlier(submission: Submission, backend: Any) -> JobStatus | None:
+def earlier(submission: Submission, service: Any) -> JobStatus | None:
     """The job an earlier run of this same submission made (within a day), if any: submitting is then done."""
-    return backend.earlier(submission.request_id)
+    return service.earlier(submission.request_id)
 
 
-def submit(submission: Submission, backend: Any) -> JobStatus:
+def submit(submission: Submission, service: Any) -> JobStatus:
     """Create the job once (retried safely: see the backends); returns its first status."""
-    return backend.submit(submission.body, submission.request_id)
+    return service.submit(submission.body, submission.request_id)

@@ -106,7 +106,7 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
     """Cloud `train --backends …`: every backend's job created (or found, on a re-run) before any is followed."""
     from mlsubmit.cloud import submit as submitting
     from mlsubmit.cloud.backend_jobs import for_backend, stage_backend_packages
-    from mlsubmit.commands._cloud_options import backend_of
+    from mlsubmit.commands._cloud_options import service_of
     from mlsubmit.commands._cloud_train import create_once
     from mlsubmit.commands._jobs_view import finish, follow
 
@@ -116,7 +116,7 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
         return
     jobs = tuple(_pinned(submission, job, check=not cloud_flags.get("skip_preflight")) for job in jobs)
     settings = submission.settings
-    backend = backend_of(submission.api, settings)
+    service = service_of(submission.api, settings)
     staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
@@ -125,7 +125,7 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
         _say(f"backend package {package.uri} ({sent})")
     statuses = []
     for job in jobs:
-        statuses.append((job, create_once(job, backend, who=job.keras_backend)))
+        statuses.append((job, create_once(job, service, who=job.keras_backend)))
     if mode == "async_":
         for _, status in statuses:
             typer.echo(status.job_id)
@@ -133,9 +133,9 @@ def submit_backends(submission: Any, backends: tuple[str, ...], cloud_flags: dic
     ended = []
     for job, status in statuses:  # in turn: the others keep running meanwhile
         _say(f"── {job.keras_backend}: following job {status.job_id} " + "─" * 30)
-        final, finder = follow(backend, status, settings=settings, logs=mode == "stream_logs", announced=True)
+        final, finder = follow(service, status, settings=settings, logs=mode == "stream_logs", announced=True)
         try:
-            finish(backend, final, finder, settings=settings)
+            finish(service, final, finder, settings=settings)
             ended.append((job.keras_backend, final, ""))
         except OperationFailed as err:
             ended.append((job.keras_backend, final, err.message))

@@ -1,5 +1,5 @@
 """Options shared by the commands that talk to the training service (`mlsubmit train` without --local and
-`mlsubmit jobs …`), declared once, and the objects they lead to: settings, clients, a backend.
+`mlsubmit jobs …`), declared once, and the objects they lead to: settings, clients, a job service (mlsubmit.targets).
 
 `with_options(command, OPTIONS, into="target")` adds the options to `command`'s signature (after its own
 parameters) and hands their values to it as one dict argument named `into`.
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from mlsubmit.backends import APIS
+from mlsubmit.targets import APIS
 
 _PANEL = "Where (flags, then MLSUBMIT_* / CLOUDSDK_* variables, then the active gcloud configuration)"
 
@@ -70,11 +70,11 @@ def settings_of(target: dict[str, Any], *, region: str | None = None, staging_bu
     return settings.require(*need)
 
 
-def backend_of(api: str, settings: Any):
-    """The backend of `api`, with clients built once for the settings' region and endpoint."""
-    from mlsubmit.backends import backend_for
+def service_of(api: str, settings: Any):
+    """The job service of `api`, with clients built once for the settings' region and endpoint."""
+    from mlsubmit.targets import target_for
     from mlsubmit.cloud.clients import Clients
 
     region = settings.region or "us-central1"
     clients = Clients(region=region, endpoint=settings.endpoint)
-    return backend_for(api, clients, project=settings.project, region=region)
+    return target_for(api, clients, project=settings.project, region=region)

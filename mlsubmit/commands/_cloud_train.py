@@ -2,7 +2,7 @@
 
 The train command (commands/train.py) declares the spec options and calls `train_cloud`; this module adds the
 cloud options (`with_cloud_options`) and renders the submission. The work is mlsubmit.cloud.submit and
-mlsubmit.backends.
+mlsubmit.targets.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     """Validate, package and stage once, submit once, then follow the job as asked. Exit 0 only if it SUCCEEDED.
     With `backends` (--backends), one job per Keras backend (mlsubmit.commands._backends_train)."""
     from mlsubmit.cloud import submit as submitting
-    from mlsubmit.commands._cloud_options import backend_of, settings_of
+    from mlsubmit.commands._cloud_options import service_of, settings_of
     from mlsubmit.commands._jobs_view import finish, follow
     from mlsubmit.commands._spec_options import spec_from_options
 
@@ -90,7 +90,7 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"),
                            need=("region",))
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
-    from mlsubmit.tuning.submit import tuning_backend, tuning_of, with_tuning
+    from mlsubmit.tuning.submit import tuning_service, tuning_of, with_tuning
     tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
     if tuning is not None:  # mapped: not a note
         notes = [n for n in notes if not n.startswith("trainingInput.hyperparameters:")]
@@ -128,44 +128,44 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     if cloud_flags.get("dry_run"):
         _render_dry_run(submission)
         return
-    backend = backend_of(api, settings)
-    backend = tuning_backend(backend) if tuning is not None else backend
+    service = service_of(api, settings)
+    service = tuning_service(service) if tuning is not None else service
     staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
-    status = create_once(submission, backend)
+    status = create_once(submission, service)
     if mode == "async_":
         typer.echo(status.job_id)
         return
-    final, finder = follow(backend, status, settings=settings, logs=mode == "stream_logs", announced=True)
+    final, finder = follow(service, status, settings=settings, logs=mode == "stream_logs", announced=True)
     if tuning is not None:
         from mlsubmit.commands._tuning_view import trial_table
         from mlsubmit.tuning.results import results_of
 
         trial_table(results_of(final.resource))
-    finish(backend, final, finder, settings=settings)
+    finish(service, final, finder, settings=settings)
 
 
-def create_once(submission: Any, backend: Any, *, who: str = "") -> Any:
+def create_once(submission: Any, service: Any, *, who: str = "") -> Any:
     """The job of this submission: the one an earlier run already made (found by its request id), else created now;
-    said on stderr, each line prefixed with `who` (a Keras backend's name) when given. Ctrl-C while creating says how
+    said on stderr, each line prefixed with `who` (a Keras service's name) when given. Ctrl-C while creating says how
     to check and exits 130."""
     from mlsubmit.cloud import submit as submitting
 
     prefix = f"{who}: " if who else ""
     try:
-        earlier = submitting.earlier(submission, backend)
-        status = earlier or submitting.submit(submission, backend)
+        earlier = submitting.earlier(submission, service)
+        status = earlier or submitting.submit(submission, service)
     except KeyboardInterrupt:
         _say(f"\ninterrupted while submitting{f' the {who} job' if who else ''}: the job may or may not exist; to "
-             f"check: `{backend.check_command(submission.request_id)}`; running the same command again is safe")
+             f"check: `{service.check_command(submission.request_id)}`; running the same command again is safe")
         raise typer.Exit(130) from None
     if earlier is not None:
         _say(f"{prefix}this same submission already made job {status.job_id} (created {status.create_time}); not "
              "submitting it again (add --request-id KEY with a new KEY to submit it as a new job)")
     named = f" ({status.display_name})" if status.display_name != status.job_id else ""
     _say(f"{prefix}job {status.job_id}{named} accepted: {status.state}")
-    url = backend.console_url(status)
+    url = service.console_url(status)
     if url:
         _say(f"{prefix}console: {url}")
     return status

@@ -1,6 +1,6 @@
 """How cloud jobs look on the terminal: tables, a description, streamed log lines with a live status line, and
 the end of following a job (its outcome, why it failed, how to reattach after Ctrl-C). Rendering only: the
-work is mlsubmit.backends.
+work is mlsubmit.targets.
 """
 
 from __future__ import annotations
@@ -268,10 +268,10 @@ def detached(status: Any, settings: Any) -> None:
     typer.echo(f"  cancel it:        mlsubmit jobs cancel {where}", err=True)
 
 
-def follow(backend: Any, status: Any, *, settings: Any, logs: bool, task: str | None = None,
+def follow(service: Any, status: Any, *, settings: Any, logs: bool, task: str | None = None,
            timeout: float | None = None, output: str = "table", announced: bool = False) -> Any:
     """Follow the job (logs and a status line, or the status only) to its end; Ctrl-C detaches (exit 130)."""
-    from mlsubmit.backends import follow as following
+    from mlsubmit.targets import follow as following
 
     policy = following.PollPolicy.from_env(timeout)
     finder = following.TracebackFinder()
@@ -281,14 +281,14 @@ def follow(backend: Any, status: Any, *, settings: Any, logs: bool, task: str | 
             if announced:
                 line.last_state = status.state  # the state was said already (e.g. when the job was accepted)
             if not logs:
-                return following.wait(backend, status, policy=policy, on_status=line.update), finder
+                return following.wait(service, status, policy=policy, on_status=line.update), finder
 
             def show(entries: list[Any]) -> None:
                 finder.feed(entries)
                 line.saw_lines(len(entries))
                 printer(entries)
 
-            final = following.stream(backend, status, policy=policy, task=task, on_entries=show,
+            final = following.stream(service, status, policy=policy, task=task, on_entries=show,
                                       on_status=line.update, on_warning=line.warn)
             return final, finder
     except KeyboardInterrupt:
@@ -296,7 +296,7 @@ def follow(backend: Any, status: Any, *, settings: Any, logs: bool, task: str | 
         raise typer.Exit(INTERRUPTED) from None
 
 
-def finish(backend: Any, final: Any, finder: Any = None, *, settings: Any, check_manifest: bool = True) -> None:
+def finish(service: Any, final: Any, finder: Any = None, *, settings: Any, check_manifest: bool = True) -> None:
     """Say how the job ended. Returns when it SUCCEEDED; otherwise shows its error and the first traceback in its
     logs and raises OperationFailed (exit 1)."""
     colour = _STATE_COLOURS.get(final.state, "white")
@@ -307,7 +307,7 @@ def finish(backend: Any, final: Any, finder: Any = None, *, settings: Any, check
             typer.echo(f"artifacts: {final.artifacts}/{_manifest_note(final.artifacts) if check_manifest else ''}",
                        err=True)
         return
-    traceback = finder.text if finder is not None and finder.text else _first_traceback(backend, final)
+    traceback = finder.text if finder is not None and finder.text else _first_traceback(service, final)
     if traceback:
         typer.secho("── first traceback in the job's logs " + "─" * 30, fg="red", err=True)
         typer.echo(traceback, err=True)
@@ -316,13 +316,13 @@ def finish(backend: Any, final: Any, finder: Any = None, *, settings: Any, check
                           hint=f"the whole log: mlsubmit jobs logs {reattach(final, settings)}")
 
 
-def _first_traceback(backend: Any, final: Any) -> str | None:
-    from mlsubmit.backends.follow import TracebackFinder
+def _first_traceback(service: Any, final: Any) -> str | None:
+    from mlsubmit.targets.follow import TracebackFinder
     from mlsubmit.errors import MlsubmitError
 
     finder = TracebackFinder()
     try:
-        finder.feed(backend.logs(final))
+        finder.feed(service.logs(final))
     except MlsubmitError:
         return None  # the logs cannot be read: the job's error says enough
     return finder.text

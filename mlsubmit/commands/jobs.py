@@ -1,5 +1,5 @@
 """`mlsubmit jobs list|describe|wait|logs|cancel`: follow cloud jobs on Vertex AI or legacy AI Platform (parse and
-render; the work is mlsubmit.backends). A rich table for people, `--output json` for scripts.
+render; the work is mlsubmit.targets). A rich table for people, `--output json` for scripts.
 """
 
 import re
@@ -48,27 +48,27 @@ def _checked_output(output: str) -> str:
 
 
 def _connect(target: dict[str, Any]) -> tuple[Any, Any]:
-    """(backend, settings) for the target options; the project (and for Vertex AI the region) must be set."""
-    from mlsubmit.backends import check_api
-    from mlsubmit.commands._cloud_options import backend_of, settings_of
+    """(service, settings) for the target options; the project (and for Vertex AI the region) must be set."""
+    from mlsubmit.targets import check_api
+    from mlsubmit.commands._cloud_options import service_of, settings_of
 
     api = check_api(target["api"])
     settings = settings_of(target, need=("project",) if api == "legacy" else ("project", "region"))
-    return backend_of(api, settings), settings
+    return service_of(api, settings), settings
 
 
-def _lookup(backend: Any, job: str) -> tuple[Any, Any]:
-    """(backend, status) of `job`: on Vertex AI a custom job, else a hyperparameter tuning job of that id or name."""
+def _lookup(service: Any, job: str) -> tuple[Any, Any]:
+    """(service, status) of `job`: on Vertex AI a custom job, else a hyperparameter tuning job of that id or name."""
     from mlsubmit.errors import UsageError
 
     try:
-        return backend, backend.get(job)
+        return service, service.get(job)
     except UsageError as err:
-        if backend.api != "vertex":
+        if service.api != "vertex":
             raise
-        from mlsubmit.tuning.submit import tuning_backend
+        from mlsubmit.tuning.submit import tuning_service
 
-        tuning = tuning_backend(backend)
+        tuning = tuning_service(service)
         try:
             return tuning, tuning.get(job)
         except UsageError:
@@ -90,7 +90,7 @@ def list_command(
                                          "custom jobs (legacy tuning jobs are listed with the others).")] = False,
 ) -> None:
     """List jobs, newest first."""
-    from mlsubmit.backends.base import REQUEST_LABEL, check_state
+    from mlsubmit.targets.base import REQUEST_LABEL, check_state
     from mlsubmit.commands._jobs_view import job_table, print_json, status_json
 
     _checked_output(output)
@@ -99,12 +99,12 @@ def list_command(
     wanted = check_state(state) if state else None
     if request_id is not None and not re.fullmatch(r"[0-9a-f]{32}", request_id):
         raise invalid_value("--request-id", request_id, "the 32 hex digits of a job's mlsubmit_request_id label")
-    backend, _ = _connect(target)
+    service, _ = _connect(target)
     if tuning:
-        from mlsubmit.tuning.submit import tuning_backend
+        from mlsubmit.tuning.submit import tuning_service
 
-        backend = tuning_backend(backend)
-    statuses = backend.list(wanted, int(limit),
+        service = tuning_service(service)
+    statuses = service.list(wanted, int(limit),
                             filter=f'labels.{REQUEST_LABEL}="{request_id}"' if request_id else None)
     if output == "json":
         print_json([status_json(status) for status in statuses])
@@ -127,8 +127,8 @@ def describe_command(
     _checked_output(output)
     if plot is not None and not plot.lower().endswith(".png"):
         raise invalid_value("--plot", plot, "a file name ending in .png", hint=f"use {plot}.png")
-    backend, _ = _connect(target)
-    backend, status = _lookup(backend, job)
+    service, _ = _connect(target)
+    service, status = _lookup(service, job)
     results = results_of(status.resource)
     if plot is not None and (results is None or results.best is None):
         raise invalid_value("--plot", plot, "a tuning job with at least one trial that reported its metric",
@@ -136,9 +136,9 @@ def describe_command(
                                                              "has no measured trial yet"))
     if output == "json":
         extra = {"tuning": results.to_dict()} if results is not None else {}
-        print_json(status_json(status, console_url=backend.console_url(status), **extra))
+        print_json(status_json(status, console_url=service.console_url(status), **extra))
     else:
-        describe(status, backend.console_url(status))
+        describe(status, service.console_url(status))
         if results is not None:
             from mlsubmit.commands._tuning_view import trial_table
 
@@ -164,9 +164,9 @@ def wait_command(
 
     _checked_output(output)
     seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
-    backend, settings = _connect(target)
-    backend, status = _lookup(backend, job)
-    final, finder = follow(backend, status, settings=settings, logs=False, timeout=seconds)
+    service, settings = _connect(target)
+    service, status = _lookup(service, job)
+    final, finder = follow(service, status, settings=settings, logs=False, timeout=seconds)
     results = results_of(final.resource)
     if output == "json":
         print_json(status_json(final, **({"tuning": results.to_dict()} if results is not None else {})))
@@ -174,7 +174,7 @@ def wait_command(
         from mlsubmit.commands._tuning_view import trial_table
 
         trial_table(results)
-    finish(backend, final, finder, settings=settings)
+    finish(service, final, finder, settings=settings)
 
 
 @_command("logs")
@@ -192,13 +192,13 @@ def logs_command(
     from mlsubmit.commands._jobs_view import LogPrinter, finish, follow
 
     _checked_output(output)
-    backend, settings = _connect(target)
-    backend, status = _lookup(backend, job)
+    service, settings = _connect(target)
+    service, status = _lookup(service, job)
     if follow_logs:
-        final, finder = follow(backend, status, settings=settings, logs=True, task=task, output=output)
-        finish(backend, final, finder, settings=settings)
+        final, finder = follow(service, status, settings=settings, logs=True, task=task, output=output)
+        finish(service, final, finder, settings=settings)
     else:
-        LogPrinter(output)(backend.logs(status, task=task))
+        LogPrinter(output)(service.logs(status, task=task))
 
 
 @_command("cancel")
@@ -207,9 +207,9 @@ def cancel_command(target: Any, job: JOB, output: OUTPUT = "table") -> None:
     from mlsubmit.commands._jobs_view import print_json, status_json
 
     _checked_output(output)
-    backend, _ = _connect(target)
-    backend, status = _lookup(backend, job)
-    status = backend.cancel(status.name)
+    service, _ = _connect(target)
+    service, status = _lookup(service, job)
+    status = service.cancel(status.name)
     if output == "json":
         print_json(status_json(status))
     else:

@@ -4,7 +4,7 @@ single job (the same request-id label).
 
     tuning, notes = tuning_of(config="hptuning_config.yaml", hptune_config=None)
     submission = with_tuning(submit.prepare(spec, api="vertex", settings=settings), tuning)
-    backend = tuning_backend(backend)          # Vertex AI: the hyperparameterTuningJobs collection
+    service = tuning_service(service)          # Vertex AI: the hyperparameterTuningJobs collection
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsubmit.errors import UsageError
-from mlsubmit.backends.base import REQUEST_LABEL
+from mlsubmit.targets.base import REQUEST_LABEL
 from mlsubmit.cloud.submit import Submission, request_id_of
 
 
@@ -72,11 +72,11 @@ def with_tuning(submission: Submission, tuning: Any) -> TuningSubmission:
                             tuning=tuning)
 
 
-def tuning_backend(backend: Any) -> Any:
-    """The backend that creates and reads tuning jobs on `backend`'s API: Vertex AI keeps them in their own
+def tuning_service(service: Any) -> Any:
+    """The service that creates and reads tuning jobs on `service`'s API: Vertex AI keeps them in their own
     collection; legacy tuning jobs are ordinary jobs."""
-    if backend.api != "vertex":
-        return backend
-    from mlsubmit.backends.vertex_tuning import TuningBackend
+    if service.api != "vertex":
+        return service
+    from mlsubmit.targets.vertex_tuning import TuningTarget
 
-    return TuningBackend(backend.clients, project=backend.project, region=backend.region, retry=backend.retry)
+    return TuningTarget(service.clients, project=service.project, region=service.region, retry=service.retry)

@@ -1,4 +1,4 @@
-"""Vertex AI custom jobs (aiplatform v1, `projects.locations.customJobs`) behind the Backend interface.
+"""Vertex AI custom jobs (aiplatform v1, `projects.locations.customJobs`) behind the Target interface.
 
 The service picks a custom job's id, so a create whose answer was lost cannot be repeated blindly: every job
 mlsubmit creates carries a request id derived from the submission (mlsubmit.cloud.submit.request_id_of) in the label
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlsubmit.backends.base import Backend, JobStatus, PoolSummary, friendly_task
+from mlsubmit.targets.base import Target, JobStatus, PoolSummary, friendly_task
 from mlsubmit.errors import UsageError
 
 ROLES = ("chief", "worker", "ps", "evaluator")  # worker pools 0-3
@@ -64,7 +64,7 @@ def status_of(resource: dict[str, Any]) -> JobStatus:
         labels=dict(resource.get("labels") or {}), pools=tuple(pools), program=program, resource=resource)
 
 
-class VertexBackend(Backend):
+class VertexTarget(Target):
     api = "vertex"
     noun = "Vertex AI custom job"
     collection = "customJobs"

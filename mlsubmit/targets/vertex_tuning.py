@@ -1,5 +1,5 @@
 """Vertex AI hyperparameter tuning jobs (aiplatform v1, `projects.locations.hyperparameterTuningJobs`) behind the
-Backend interface: created, read, listed and cancelled like custom jobs (the same request-id label finds a
+Target interface: created, read, listed and cancelled like custom jobs (the same request-id label finds a
 create whose answer was lost), their trials in `JobStatus.resource["trials"]` (see mlsubmit.tuning.results).
 
 A study's logs are its trials' logs: each trial runs as a CustomJob (`trials[].customJob`), whose entries are
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mlsubmit.backends import vertex
-from mlsubmit.backends.base import JobStatus, LogEntry
+from mlsubmit.targets import vertex
+from mlsubmit.targets.base import JobStatus, LogEntry
 
 
 def status_of(resource: dict[str, Any]) -> JobStatus:
@@ -21,7 +21,7 @@ def status_of(resource: dict[str, Any]) -> JobStatus:
     return replace(status, resource=resource)
 
 
-class TuningBackend(vertex.VertexBackend):
+class TuningTarget(vertex.VertexTarget):
     noun = "Vertex AI hyperparameter tuning job"
     collection = "hyperparameterTuningJobs"
     permissions = "aiplatform.hyperparameterTuningJobs"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from mlsubmit.backends.base import Backend, JobStatus, LogEntry
+from mlsubmit.targets.base import Target, JobStatus, LogEntry
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -114,13 +114,13 @@ class _Poller:
         self.sleep(self.interval)
 
 
-def wait(backend: Backend, status: JobStatus, *, policy: PollPolicy,
+def wait(target: Target, status: JobStatus, *, policy: PollPolicy,
          on_status: Callable[[JobStatus], None] = lambda status: None,
          sleep: Callable[[float], None] = time.sleep) -> JobStatus:
     """Poll until the job ends; returns its final status. OperationFailed when `policy.timeout` passes first."""
     poller, last = _Poller(policy, sleep), None
     while True:
-        status = backend.get(status.name)
+        status = target.get(status.name)
         on_status(status)
         if status.done:
             return status
@@ -129,7 +129,7 @@ def wait(backend: Backend, status: JobStatus, *, policy: PollPolicy,
         last = status.state
 
 
-def stream(backend: Backend, status: JobStatus, *, policy: PollPolicy, task: str | None = None,
+def stream(target: Target, status: JobStatus, *, policy: PollPolicy, task: str | None = None,
            on_entries: Callable[[list[LogEntry]], None], on_status: Callable[[JobStatus], None] = lambda s: None,
            on_warning: Callable[[str], None] = lambda text: None, cursor: LogCursor | None = None,
            sleep: Callable[[float], None] = time.sleep) -> JobStatus:
@@ -146,7 +146,7 @@ def stream(backend: Backend, status: JobStatus, *, policy: PollPolicy, task: str
         if not reading:
             return False
         try:
-            new = cursor.take(backend.logs(current, since=cursor.since, task=task))
+            new = cursor.take(target.logs(current, since=cursor.since, task=task))
         except UsageError as err:
             reading = False
             on_warning(f"{err.one_line()}; following the job's state only")
@@ -156,7 +156,7 @@ def stream(backend: Backend, status: JobStatus, *, policy: PollPolicy, task: str
         return bool(new)
 
     while True:
-        status = backend.get(status.name)
+        status = target.get(status.name)
         arrived = read(status)
         on_status(status)
         if status.done:

@@ -3,7 +3,7 @@
 A `JobStatus` is the same for Vertex AI and legacy AI Platform: the state normalised to one vocabulary
 (QUEUED, PREPARING, RUNNING, SUCCEEDED, FAILED, CANCELLING, CANCELLED, and Vertex AI's PAUSED, EXPIRED,
 UPDATING, PARTIALLY_SUCCEEDED), times, the error, where the artifacts are, the cluster and program, and the
-API's own resource. Logs come from Cloud Logging for both (resource type `ml_job`), so `Backend.logs` is
+API's own resource. Logs come from Cloud Logging for both (resource type `ml_job`), so `Target.logs` is
 shared: gcloud's filter, oldest first, every page.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from mlsubmit.backends.calls import Attempts, Conflict, NotFound, Op, Transient, call, send
+from mlsubmit.targets.calls import Attempts, Conflict, NotFound, Op, Transient, call, send
 from mlsubmit.errors import MlsubmitError, OperationFailed, UsageError, invalid_value
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED"})
@@ -99,7 +99,7 @@ def check_state(state: str) -> str:
     return text
 
 
-class Backend(abc.ABC):
+class Target(abc.ABC):
     """submit, get, list, cancel and logs of cloud jobs on one API, for one project and region.
 
     The API modules supply the names (`collection`, `permissions`, …), `status_of` (their JSON → JobStatus),

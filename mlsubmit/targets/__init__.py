@@ -1,8 +1,8 @@
-"""Where cloud jobs run, one module each behind one small interface (`base.Backend`): submit, get, list,
+"""Where cloud jobs run, one module each behind one small interface (`base.Target`): submit, get, list,
 cancel, logs. `vertex` (Vertex AI custom jobs) and `legacy` (AI Platform Training ml v1) map their API's job
 JSON to the common `JobStatus`; `follow` waits for a job and streams its logs; `calls` sends requests.
 
-    backend = backend_for("vertex", clients, project="p", region="us-central1")
+    target = target_for("vertex", clients, project="p", region="us-central1")
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ def check_api(api: str) -> str:
     return api
 
 
-def backend_for(api: str, clients: Any, *, project: str, region: str, retry: Any = None):
-    """The Backend of `api` ("vertex" or "legacy") for `project` / `region`, calling through `clients`."""
+def target_for(api: str, clients: Any, *, project: str, region: str, retry: Any = None):
+    """The Target of `api` ("vertex" or "legacy") for `project` / `region`, calling through `clients`."""
     from mlsubmit.cloud.storage import RetryPolicy
 
     retry = retry or RetryPolicy.from_env()
     if check_api(api) == "legacy":
-        from mlsubmit.backends.legacy import LegacyBackend
+        from mlsubmit.targets.legacy import LegacyTarget
 
-        return LegacyBackend(clients, project=project, region=region, retry=retry)
-    from mlsubmit.backends.vertex import VertexBackend
+        return LegacyTarget(clients, project=project, region=region, retry=retry)
+    from mlsubmit.targets.vertex import VertexTarget
 
-    return VertexBackend(clients, project=project, region=region, retry=retry)
+    return VertexTarget(clients, project=project, region=region, retry=retry)

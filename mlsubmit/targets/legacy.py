@@ -1,4 +1,4 @@
-"""Legacy AI Platform Training jobs (ml v1, `projects.jobs`) behind the Backend interface.
+"""Legacy AI Platform Training jobs (ml v1, `projects.jobs`) behind the Target interface.
 
 The service was shut down on 2025-01-31; it is kept for compatibility and for the emulator. The client picks
 the job id, so creates are idempotent by nature: a repeated create answers 409 ALREADY_EXISTS, and the job
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlsubmit.backends.base import REQUEST_LABEL, Backend, JobStatus, PoolSummary, friendly_task
+from mlsubmit.targets.base import REQUEST_LABEL, Target, JobStatus, PoolSummary, friendly_task
 from mlsubmit.errors import UsageError
 
 # role -> (machine type key, config key, count key) of a trainingInput
@@ -44,7 +44,7 @@ def status_of(resource: dict[str, Any], project: str) -> JobStatus:
         consumed={k: v for k, v in output.items() if k.startswith("consumed")}, resource=resource)
 
 
-class LegacyBackend(Backend):
+class LegacyTarget(Target):
     api = "legacy"
     noun = "AI Platform job"
     collection = "jobs"

@@ -2,11 +2,11 @@
 
 `send(request, op)` executes one googleapiclient request and translates what went wrong:
 - 429, 5xx and requests that got no answer → `Transient` (the caller decides whether repeating is safe);
-- 409 → `Conflict`, 404 → `NotFound` (the backends turn them into what they mean for the call);
+- 409 → `Conflict`, 404 → `NotFound` (the targets turn them into what they mean for the call);
 - 401 → no valid credentials; 403 → the permission (and role) the call needs on which resource, or the API
   to enable; 400 → the service's own words: all `UsageError` (exit 2).
 `call(factory, op, retry)` repeats a request that is safe to repeat (reads, cancel) until it succeeds or the
-retry policy's deadline passes. Creates are not safe to repeat blindly: see the backends' `submit`.
+retry policy's deadline passes. Creates are not safe to repeat blindly: see the targets' `submit`.
 """
 
 from __future__ import annotations
