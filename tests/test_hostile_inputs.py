@@ -31,6 +31,19 @@ def _chain(aliases: int = 2000) -> str:
     return "trainingInput:\n  scaleTier: BASIC\nchain:\n" + "\n".join(lines) + "\n"
 
 
+def _strings(key: str = "trainingInput:\n  scaleTier: BASIC\n  args", copies: int = 2000) -> str:
+    """The issue's case: one 100 KB string and 2,000 aliases of it, 108 KB that expand to 200 MB of text."""
+    return f"{key}: [&a {'x' * 100_000}, {', '.join(['*a'] * copies)}]\n"
+
+
+def _amplified() -> str:
+    """A 500 KB legacy config whose args land in each of the four Vertex AI worker pools: 2 MB once converted."""
+    pools = "".join(f"  {role}Type: n1-standard-4\n" for role in ("master", "worker", "parameterServer", "evaluator"))
+    args = ", ".join(["a" * 1000] * 500)
+    return (f"trainingInput:\n  scaleTier: CUSTOM\n{pools}  workerCount: 2\n  parameterServerCount: 1\n"
+            f"  evaluatorCount: 1\n  pythonModule: trainer.task\n  args: [{args}]\n")
+
+
 FILES: dict[str, bytes] = {
     "latin1.yaml": "trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://b/d\u00e9j\u00e0\n".encode("latin-1"),
     "binary.yaml": bytes(range(256)),
@@ -40,9 +53,16 @@ FILES: dict[str, bytes] = {
     "recursive.yaml": b"trainingInput: &t\n  scaleTier: BASIC\n  nested: *t\n",
     "dup.yaml": b"trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  scaleTier: BASIC\n",
     "dup_nested.yaml": b"workerPoolSpecs:\n- machineSpec:\n    machineType: n1-standard-4\n    machineType: n1-standard-8\n",
+    "strings.yaml": _strings().encode(),
+    "tuning_strings.yaml": _strings("hyperparameters:\n  goal: MAXIMIZE\n  params").encode(),
+    "amplified.yaml": _amplified().encode(),
     "anchors_ok.yaml": b"workerPoolSpecs:\n- machineSpec: &m {machineType: n1-standard-4}\n  replicaCount: 1\n"
                        b"- machineSpec:\n    <<: *m\n    machineType: n1-standard-8\n  replicaCount: 2\n",
 }
+STRINGS = ("invalid YAML in {flag} {file} at line 3, column {column}: its aliases expand it to more than 1572864 "
+           "bytes of text (1.5 MiB, the API's request size limit); every use of an alias counts: repeat long values "
+           "less often")
+SHORTEN = "shorten the trainer args and env values, or pass large settings to the trainer as a file in Cloud Storage"
 BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test costs no disk time
 INT64 = "9223372036854775807"
 
@@ -54,14 +74,30 @@ CASES = [
      "expected a UTF-8 YAML file; save it as UTF-8"),
     ("config --config deep.yaml", "invalid YAML in --config deep.yaml at line 2, column 107: nested deeper than "
      "100 levels; a job config is a few levels deep: check the file"),
-    ("config --config bomb.yaml", "invalid YAML in --config bomb.yaml: its aliases expand it to more than "
-     "100000 nodes; write the values out instead of nesting aliases"),
-    ("config --config chain.yaml", "invalid YAML in --config chain.yaml: its aliases expand it to "
-     "more than 100000 nodes; write the values out instead of nesting aliases"),
-    ("config --config recursive.yaml", "invalid YAML in --config recursive.yaml at line 1, column 16: an alias "
+    ("config --config bomb.yaml", "invalid YAML in --config bomb.yaml at line 8, column 47: its aliases expand it "
+     "to more than 100000 nodes; write the values out instead of nesting aliases"),
+    ("config --config chain.yaml", "invalid YAML in --config chain.yaml at line 18, column 20: its aliases expand "
+     "it to more than 100000 nodes; write the values out instead of nesting aliases"),
+    ("config --config recursive.yaml", "invalid YAML in --config recursive.yaml at line 3, column 11: an alias "
      "refers to the node that holds it (a recursive document); write the values out instead"),
     ("config --config big.yaml", "invalid --config big.yaml: larger than 1572864 bytes; expected at most 1.5 MiB "
      "(the API's request size limit); a job config is a few KB: check the file"),
+    # bounded by what they expand to: the issue's 108 KB file of 200 MB, in --config and in --hptune-config
+    ("config --config strings.yaml", STRINGS.format(flag="--config", file="strings.yaml", column=100071)),
+    ("config --hptune-config tuning_strings.yaml", STRINGS.format(flag="--hptune-config", file="tuning_strings.yaml",
+                                                                  column=100073)),
+    # a document that outgrows the request limit on the way: args copied into four worker pools
+    ("config --config amplified.yaml", "invalid job: the generated config, as the request gcloud sends, would be "
+     f"2006865 bytes; expected at most 1572864 (1.5 MiB, the API's request size limit); {SHORTEN}"),
+    ("config " + " ".join(f"--env V{i}={'x' * 120_000}" for i in range(14)), "invalid job: the generated config, as "
+     f"the request gcloud sends, would be 1680585 bytes; expected at most 1572864 (1.5 MiB, the API's request size "
+     f"limit); {SHORTEN}"),
+    ("config " + " ".join(f"--label k{i}=v" for i in range(64)), "invalid value for --label: received '64 labels'; "
+     "expected at most 63 (a job takes 64; mlsubmit adds its request-id label)"),
+    ("config " + " ".join(f"--env V{i}=1" for i in range(101)), "invalid value for --env: received '101 variables'; "
+     "expected at most 100 (the API's limit); pass settings to the trainer in one file or argument instead"),
+    ("train --local --backends " + ",".join(["jax"] * 20_000 + ["nope"]), "invalid value for --backends: received "
+     "'nope'; expected one of tensorflow, jax, torch"),
     ("config --config dup.yaml", "invalid YAML in --config dup.yaml at line 4, column 3: duplicate key 'scaleTier' "
      "(first at line 2); keep one of them: YAML would silently use the last"),
     ("config --config dup_nested.yaml", "invalid YAML in --config dup_nested.yaml at line 4, column 5: duplicate "
@@ -136,13 +172,76 @@ def hostile_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("args, message", CASES, ids=[c[0][:50] for c in CASES])
 def test_hostile_input_is_one_line_exit_2(args, message, hostile_dir, monkeypatch):
     monkeypatch.chdir(hostile_dir)
+    argv = shlex.split(args)  # (slow for the 1.7 MB command lines: not timed)
     started = time.monotonic()
-    result = CliRunner().invoke(app, shlex.split(args))
+    result = CliRunner().invoke(app, argv)
     assert time.monotonic() - started < 2  # refused fast, alias bombs and 10 MB files included
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"error: {message}"]
     assert result.stdout == ""
     assert not list(hostile_dir.glob(".*.tmp"))
+
+
+# The process itself, bounded: address space capped (a runaway dies instead of swapping the machine), CPU time
+# capped, and its peak RSS and wall time reported by a parent of its own (this test process has other children).
+BOUNDED = """
+import json, resource, subprocess, sys, time
+limit = int(sys.argv[1]) << 20
+def cap():
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CPU, (30, 30))
+started = time.monotonic()
+done = subprocess.run(sys.argv[2:], capture_output=True, text=True, preexec_fn=cap, timeout=60)
+print(json.dumps([done.returncode, done.stdout[-2000:], done.stderr[-20000:], time.monotonic() - started,
+                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10]))
+"""
+ADDRESS_SPACE_MIB = 1024  # far above what refusing needs; a 200 MB document does not fit once walked and dumped
+
+
+def run_bounded(command: list[str], cwd: Path) -> tuple[int, str, list[str], float, int]:
+    """(exit code, stdout, stderr lines, wall seconds, peak RSS in MiB) of `command` under the caps above."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", BOUNDED, str(ADDRESS_SPACE_MIB), *command], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=90)
+    code, out, err, seconds, peak = json.loads(done.stdout)
+    return code, out, err.splitlines(), seconds, peak
+
+
+GRID = """
+from mlsubmit.tuning.search import Search
+from mlsubmit.tuning.spec import Parameter, TuningSpec
+params = [Parameter(f"p{i}", "INTEGER", 1, 1000) for i in range(10)] + [Parameter("n", "INTEGER", 0, 10**18)]
+search = Search(TuningSpec(goal="MAXIMIZE", metric="m", params=params, max_trials=10**9, algorithm="GRID_SEARCH"))
+points = [search.ask()[1] for _ in range(1000)]
+assert search.total == 10**9 and len({tuple(p.values()) for p in points}) == 1000
+assert all(1 <= p["p3"] <= 1000 and 0 <= p["n"] <= 10**18 for p in points)
+print("asked", len(points), "of a grid of", 1000**10 * (10**18 + 1))
+"""
+
+
+@pytest.mark.parametrize("args", [c[0] for c in CASES if "strings.yaml" in c[0] or "amplified" in c[0]] +
+                         ["config --config bomb.yaml", "config --config chain.yaml"])
+def test_expanding_inputs_are_refused_within_bounded_time_and_memory(args, hostile_dir):
+    """The issue's 108 KB file ran 94 s of CPU and peaked at 413 MB; refused, it costs what a plain run costs."""
+    import sys
+
+    message = dict(CASES)[args]
+    code, out, err, seconds, peak = run_bounded([sys.executable, "-m", "mlsubmit", *shlex.split(args)], hostile_dir)
+    assert (code, out, err) == (2, "", [f"error: {message}"])
+    assert seconds < 10 and peak < 150, f"{seconds:.1f} s, {peak} MiB"
+
+
+def test_a_grid_of_10_to_the_48_points_is_never_listed(tmp_path):
+    """GRID_SEARCH asks for the points it needs: 1,000 distinct ones of 10**48, in bounded time and memory."""
+    import sys
+
+    code, out, err, seconds, peak = run_bounded([sys.executable, "-c", GRID], tmp_path)
+    assert code == 0 and out.startswith("asked 1000 of a grid of 1"), err
+    assert seconds < 10 and peak < 200, f"{seconds:.1f} s, {peak} MiB"
 
 
 def test_yaml_anchors_and_merge_keys_still_work(hostile_dir, monkeypatch):

@@ -286,7 +286,16 @@ def legacy_command_comment(spec: JobSpec) -> str:
 
 
 def to_yaml(document: dict[str, Any]) -> str:
-    """YAML as gcloud reads it: block style, keys in the order built, int64 counts quoted."""
+    """YAML as gcloud reads it: block style, keys in the order built, int64 counts quoted.
+
+    Raises:
+        UsageError: the document, as the JSON request gcloud makes of it, is over the API's 1.5 MiB limit
+            (checked before the slow YAML dump).
+    """
     import yaml
+
+    from mlsubmit.jobspec.limits import check_request
+
+    check_request(document, "the generated config, as the request gcloud sends,")
 
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)

@@ -7,8 +7,11 @@ the document, with one UsageError naming the file and, where there is one, the l
 
 - more than MAX_BYTES (the Google APIs' 1.5 MB request limit): refused from the file size, without parsing;
 - bytes that are not UTF-8;
-- nesting deeper than MAX_DEPTH, counted while composing (and through aliases afterwards);
-- aliases that expand the document to more than MAX_EXPANDED nodes, or an alias inside its own anchor;
+- nesting deeper than MAX_DEPTH, counted while composing, through aliases too;
+- aliases that expand the document to more than MAX_BYTES of scalar text (one 100 KB string used 2,000 times is
+  200 MB once expanded, though the file is 108 KB) or more than MAX_EXPANDED nodes, or an alias inside its own
+  anchor. Counted while composing — each alias adds the size of the node it names — so the refusal comes at the
+  first alias past a limit, in milliseconds, before anything walks the expanded document;
 - a key given twice in one mapping (`<<` merge keys may still be overridden, as YAML intends).
 
 Example:
@@ -70,14 +73,18 @@ def _refused(problem: str, mark: Any, hint: str):
 
 def _loader_class():
     import yaml
+    from yaml.events import AliasEvent
     from yaml.nodes import MappingNode, ScalarNode
 
     class BoundedLoader(yaml.SafeLoader):
-        """SafeLoader that counts depth while composing, refuses duplicate keys, and checks aliases' expansion."""
+        """SafeLoader that refuses duplicate keys and bounds depth and size — aliases expanded — while composing."""
 
         def __init__(self, stream: Any) -> None:
             super().__init__(stream)
             self._depth = 0
+            self._size: dict[int, tuple[int, int, int]] = {}  # id(node): (nodes, scalar bytes, depth), expanded
+            self._total = [0, 0]  # nodes and scalar bytes of the document so far, aliases expanded
+            self._aliases = False
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             self._depth += 1
@@ -85,9 +92,51 @@ def _loader_class():
                 if self._depth > MAX_DEPTH:
                     raise _refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark,
                                    "a job config is a few levels deep: check the file")
-                return super().compose_node(parent, index)
+                alias = self.peek_event() if self.check_event(AliasEvent) else None
+                node = super().compose_node(parent, index)
+                if alias is not None:
+                    self._expand(node, alias.start_mark)
+                else:
+                    self._finish(node)
+                return node
             finally:
                 self._depth -= 1
+
+        def _finish(self, node: Any) -> None:
+            """Record a node just composed: its own size, and what its children (aliases expanded) add up to."""
+            if isinstance(node, ScalarNode):
+                size = (1, len(node.value.encode("utf-8", "surrogatepass")), 1)
+            else:
+                children = [self._size[id(c)] for c in _children(node, MappingNode)]
+                size = (1 + sum(c[0] for c in children), sum(c[1] for c in children),
+                        1 + max((c[2] for c in children), default=0))
+            self._size[id(node)] = size
+            self._total[0] += 1
+            self._total[1] += size[1] if isinstance(node, ScalarNode) else 0
+
+        def _expand(self, node: Any, mark: Any) -> None:
+            """An alias: the document grows by the whole of the node it names, checked before going on."""
+            size = self._size.get(id(node))
+            if size is None:  # the anchored node is still being composed: the alias is inside it
+                raise _refused("an alias refers to the node that holds it (a recursive document)", mark,
+                               "write the values out instead")
+            self._aliases = True
+            self._total[0] += size[0]
+            self._total[1] += size[1]
+            if self._depth - 1 + size[2] > MAX_DEPTH:
+                raise _refused(f"its aliases nest it deeper than {MAX_DEPTH} levels", mark,
+                               "write the values out instead of nesting aliases")
+            self._check_total(mark)
+
+        def _check_total(self, mark: Any) -> None:
+            nodes, size = self._total
+            if size > MAX_BYTES:
+                raise _refused(f"its aliases expand it to more than {MAX_BYTES} bytes of text (1.5 MiB, the API's "
+                               "request size limit)", mark, "every use of an alias counts: repeat long values less "
+                               "often")
+            if nodes > MAX_EXPANDED:
+                raise _refused(f"its aliases expand it to more than {MAX_EXPANDED} nodes", mark,
+                               "write the values out instead of nesting aliases")
 
         def compose_mapping_node(self, anchor: Any) -> Any:
             node = super().compose_mapping_node(anchor)
@@ -103,44 +152,12 @@ def _loader_class():
 
         def compose_document(self) -> Any:
             node = super().compose_document()
-            _check_expansion(node, MappingNode)
+            if self._aliases:
+                self._check_total(None)
+            self._size.clear()
             return node
 
     return BoundedLoader
-
-
-def _check_expansion(root: Any, mapping_node: type) -> None:
-    """Count the nodes and depth of the document with every alias expanded, without expanding it."""
-    size: dict[int, int] = {}
-    depth: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        children = _children(node, mapping_node)
-        if children_done:
-            on_path.discard(key)
-            size[key] = min(1 + sum(size[id(c)] for c in children), MAX_EXPANDED + 1)  # enough to refuse
-            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
-            continue
-        if key in size:
-            continue
-        on_path.add(key)
-        stack.append((node, True))
-        for child in children:
-            if id(child) in on_path:
-                raise _refused("an alias refers to the node that holds it (a recursive document)",
-                               child.start_mark, "write the values out instead")
-            if id(child) not in size:
-                stack.append((child, False))
-    expanded, distinct = size[id(root)], len(size)
-    if expanded > distinct and expanded > MAX_EXPANDED:
-        raise _refused(f"its aliases expand it to more than {MAX_EXPANDED} nodes", None,
-                       "write the values out instead of nesting aliases")
-    if depth[id(root)] > MAX_DEPTH:
-        raise _refused(f"its aliases nest it deeper than {MAX_DEPTH} levels", None,
-                       "write the values out instead of nesting aliases")
 
 
 def _children(node: Any, mapping_node: type) -> list[Any]:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit.jobspec import machines
+from mlsubmit.jobspec import limits, machines
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 
 TARGETS = ("cloud", "local")  # cloud: Vertex AI / AI Platform (gs:// paths); local: this machine
@@ -294,6 +294,9 @@ class JobSpec:
                                 hint="bundle the packages into fewer sdists")
         for uri in self.package_uris:
             self._check_cloud_path("packageUris", uri)
+        if len(self.labels) >= limits.MAX_LABELS:  # mlsubmit adds its request-id label to every job it creates
+            raise invalid_value("--label", f"{len(self.labels)} labels", f"at most {limits.MAX_LABELS - 1} (a job "
+                                f"takes {limits.MAX_LABELS}; mlsubmit adds its request-id label)")
         for key, value in self.labels:
             if not _LABEL_KEY.fullmatch(str(key)):
                 raise invalid_value("--label", f"{key}={value}", "a key of lowercase letters, digits, _ or -, "
@@ -303,6 +306,9 @@ class JobSpec:
                                     "at most 63 characters")
         if self.max_runtime_seconds is not None:
             whole_number(self.max_runtime_seconds, "--max-runtime", minimum=1)
+        if len(self.env) > limits.MAX_ENV:
+            raise invalid_value("--env", f"{len(self.env)} variables", f"at most {limits.MAX_ENV} (the API's limit)",
+                                hint="pass settings to the trainer in one file or argument instead")
         for key, value in self.env:
             if not isinstance(key, str) or not _ENV_NAME.fullmatch(key) or not isinstance(value, str):
                 raise invalid_value("--env", f"{key}={value}", "NAME=VALUE with a NAME of letters, digits and _ "
