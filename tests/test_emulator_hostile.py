@@ -5,10 +5,12 @@ right code, within the read timeout, and the emulator keeps serving."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
 import time
+import zlib
 from urllib.parse import urlsplit
 
 import pytest
@@ -122,6 +124,55 @@ def test_wire_level_mistakes_are_answered_in_google_error_json(training_emulator
     if code == 405:
         assert headers["allow"] == "GET, HEAD, POST, DELETE"
     assert training_emulator.admin("GET", "health")["status"] == "ok"
+
+
+def _post(body: bytes, *headers: str) -> bytes:
+    lines = "".join(f"{h}\r\n" for h in ("Host: x", "Content-Type: application/json", *headers))
+    return f"POST {LIST} HTTP/1.1\r\n{lines}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+
+
+def _peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
+def _gzip_bomb(size: int = 64 << 20) -> bytes:
+    """`size` bytes of spaces, gzipped block by block (about 64 KB; never `size` bytes in this process)."""
+    packer, block = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS), b" " * (1 << 20)
+    return b"".join(packer.compress(block) for _ in range(size >> 20)) + packer.flush()
+
+
+CHUNKED = f"POST {LIST} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("request_bytes, says", [
+    (lambda: _post(_gzip_bomb(), "Content-Encoding: gzip"),
+     "Request payload size exceeds the limit: 1572864 bytes (after gzip decoding)."),
+    (lambda: _post(gzip.compress(b"{}")[:-6], "Content-Encoding: gzip"),
+     "Malformed gzip request body: it ends before the gzip stream does."),
+    (lambda: _post(b"{}", "Content-Encoding: br"),
+     "Unsupported Content-Encoding 'br': send the body as identity or gzip."),
+    (lambda: CHUNKED.encode() + b"2\r\n{}\r\n0\r\n" + b"X-T: 1\r\n" * 200 + b"\r\n",
+     "Malformed chunked request body: more than 100 trailer lines."),
+], ids=["gzip bomb", "truncated gzip", "unknown encoding", "trailer flood"])
+def test_bodies_are_bounded_after_decoding(training_emulator, request_bytes, says):
+    """A 64 MB gzip bomb is 64 KB on the wire: inflated no further than the 1.5 MiB limit, in bounded memory."""
+    request_bytes = request_bytes()
+    before = _peak_rss_kib(training_emulator.process.pid)
+    started = time.monotonic()
+    status, headers, body = exchange(training_emulator.endpoint, request_bytes)
+    assert time.monotonic() - started < 5
+    assert status == 400 and json.loads(body)["error"]["message"] == says, body[:300]
+    assert _peak_rss_kib(training_emulator.process.pid) - before < 20 << 10  # KiB: not the 64 MB it inflates to
+    assert training_emulator.admin("GET", "health")["status"] == "ok"
+
+
+def test_a_gzip_body_is_read_as_the_json_it_holds(training_emulator):
+    """Decoded, then validated like any body: the service's own complaint about the job, not about the bytes."""
+    status, _, body = exchange(training_emulator.endpoint, _post(gzip.compress(b'{"displayName": "j"}'),
+                                                                 "Content-Encoding: gzip"))
+    error = json.loads(body)["error"]
+    assert status == 400 and "jobSpec" in error["message"] and "gzip" not in error["message"], error
 
 
 def test_head_is_a_get_without_a_body(training_emulator):
