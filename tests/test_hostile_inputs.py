@@ -56,6 +56,9 @@ FILES: dict[str, bytes] = {
     "strings.yaml": _strings().encode(),
     "tuning_strings.yaml": _strings("hyperparameters:\n  goal: MAXIMIZE\n  params").encode(),
     "amplified.yaml": _amplified().encode(),
+    "digits.yaml": b"trainingInput:\n  workerCount: " + b"9" * 5000 + b"\n",
+    "base60.yaml": b"trainingInput:\n  args: [" + b"1:" * 100_000 + b"1]\n",  # YAML 1.1: quadratic to build
+    "date.yaml": b"trainingInput:\n  jobDir: 2024-13-45\n",
     "anchors_ok.yaml": b"workerPoolSpecs:\n- machineSpec: &m {machineType: n1-standard-4}\n  replicaCount: 1\n"
                        b"- machineSpec:\n    <<: *m\n    machineType: n1-standard-8\n  replicaCount: 2\n",
 }
@@ -86,6 +89,13 @@ CASES = [
     ("config --config strings.yaml", STRINGS.format(flag="--config", file="strings.yaml", column=100071)),
     ("config --hptune-config tuning_strings.yaml", STRINGS.format(flag="--hptune-config", file="tuning_strings.yaml",
                                                                   column=100073)),
+    # numbers PyYAML would build slowly, or fail to build with a traceback
+    ("config --config digits.yaml", "invalid YAML in --config digits.yaml at line 2, column 16: an integer of 5000 "
+     "characters; expected at most 100 (the APIs' numbers are int64: 19 digits); quote it if it is text"),
+    ("config --config base60.yaml", "invalid YAML in --config base60.yaml at line 2, column 10: an integer of 200001 "
+     "characters; expected at most 100 (the APIs' numbers are int64: 19 digits); quote it if it is text"),
+    ("config --config date.yaml", "invalid YAML in --config date.yaml at line 2, column 11: cannot read '2024-13-45' "
+     "as a timestamp: month must be in 1..12; quote it if it is text"),
     # a document that outgrows the request limit on the way: args copied into four worker pools
     ("config --config amplified.yaml", "invalid job: the generated config, as the request gcloud sends, would be "
      f"2006865 bytes; expected at most 1572864 (1.5 MiB, the API's request size limit); {SHORTEN}"),
@@ -224,6 +234,7 @@ print("asked", len(points), "of a grid of", 1000**10 * (10**18 + 1))
 
 
 @pytest.mark.parametrize("args", [c[0] for c in CASES if "strings.yaml" in c[0] or "amplified" in c[0]] +
+                         ["config --config base60.yaml"] +
                          ["config --config bomb.yaml", "config --config chain.yaml"])
 def test_expanding_inputs_are_refused_within_bounded_time_and_memory(args, hostile_dir):
     """The issue's 108 KB file ran 94 s of CPU and peaked at 413 MB; refused, it costs what a plain run costs."""

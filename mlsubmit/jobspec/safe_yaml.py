@@ -12,7 +12,8 @@ the document, with one UsageError naming the file and, where there is one, the l
   200 MB once expanded, though the file is 108 KB) or more than MAX_EXPANDED nodes, or an alias inside its own
   anchor. Counted while composing — each alias adds the size of the node it names — so the refusal comes at the
   first alias past a limit, in milliseconds, before anything walks the expanded document;
-- a key given twice in one mapping (`<<` merge keys may still be overridden, as YAML intends).
+- a key given twice in one mapping (`<<` merge keys may still be overridden, as YAML intends);
+- an integer longer than MAX_NUMBER characters (YAML 1.1's base-60 `1:2:3` ints cost quadratic time to build).
 
 Example:
     >>> load_file("job.yaml", "--config")
@@ -29,6 +30,7 @@ from mlsubmit.errors import UsageError, invalid_value
 MAX_BYTES = 1_572_864  # 1.5 MiB: the largest request body the Google APIs take
 MAX_DEPTH = 100  # a job config is a few levels deep
 MAX_EXPANDED = 100_000  # nodes after expanding aliases, when aliases made the document bigger
+MAX_NUMBER = 100  # characters of an integer scalar (int64 is 19 digits; 0b… with underscores is longer)
 
 
 def load_file(path: str | Path, field: str) -> Any:
@@ -138,6 +140,24 @@ def _loader_class():
                 raise _refused(f"its aliases expand it to more than {MAX_EXPANDED} nodes", mark,
                                "write the values out instead of nesting aliases")
 
+        def construct_yaml_int(self, node: Any) -> Any:
+            """An integer of at most MAX_NUMBER characters: PyYAML would turn `1:2:3:…` (base 60) of 200 KB into a
+            number in quadratic time, and 5,000 digits into a ValueError from int()."""
+            if len(node.value) > MAX_NUMBER:
+                raise _refused(f"an integer of {len(node.value)} characters; expected at most {MAX_NUMBER} (the "
+                               "APIs' numbers are int64: 19 digits)", node.start_mark, "quote it if it is text")
+            return super().construct_yaml_int(node)
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            """A value PyYAML's constructors cannot build (`2024-13-45` read as a date) is a marked error too."""
+            try:
+                return super().construct_object(node, deep)
+            except (ValueError, OverflowError) as err:
+                shown = node.value if len(node.value) <= 40 else f"{node.value[:40]}…"
+                kind = node.tag.rsplit(":", 1)[-1]
+                raise _refused(f"cannot read {shown!r} as a {kind}: {err}", node.start_mark,
+                               "quote it if it is text") from None
+
         def compose_mapping_node(self, anchor: Any) -> Any:
             node = super().compose_mapping_node(anchor)
             seen: dict[tuple[str, str], Any] = {}
@@ -157,6 +177,7 @@ def _loader_class():
             self._size.clear()
             return node
 
+    BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
     return BoundedLoader
 
 
