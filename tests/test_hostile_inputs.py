@@ -430,3 +430,37 @@ def test_predict_error_is_the_only_line_on_stderr(model_dir):
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"error: {PREDICT_CASES[0][1]}"]
     assert done.stdout == ""
+
+
+# Request bodies: what mlsubmit would send is checked against the limit before anything is staged or submitted.
+SUBMIT = ["train", "--dry-run", "--project", "p", "--region", "us-central1", "--staging-bucket", "gs://my-bucket",
+          "--python-module", "tinypkg.task"]
+
+
+def _tuning_values(count: int) -> str:
+    values = ", ".join(f"v{i:06d}{'x' * 100}" for i in range(count))
+    return f"studySpec:\n  metrics: [{{metricId: m, goal: MAXIMIZE}}]\n  parameters:\n  - parameterId: p\n" \
+           f"    categoricalValueSpec: {{values: [{values}]}}\nmaxTrialCount: 1\n"
+
+
+@pytest.mark.parametrize("files, flags, what, size", [
+    ({"job.yaml": _amplified().replace("trainer.task", "tinypkg.task")}, ["--config", "job.yaml"],
+     "the CustomJob request body", 2_007_599),
+    ({"job.yaml": f"workerPoolSpecs:\n- machineSpec: {{machineType: n1-standard-4}}\n  replicaCount: 1\n"
+                  f"  pythonPackageSpec:\n    args: [{', '.join(['a' * 1000] * 900)}]\n",
+      "tune.yaml": _tuning_values(7000)}, ["--config", "job.yaml", "--hptune-config", "tune.yaml"],
+     "the tuning job's request body", 1_673_460),
+], ids=["args in four pools", "a big job and a big study"])
+def test_request_bodies_over_the_limit_are_refused_before_staging(files, flags, what, size, tmp_path, monkeypatch):
+    from support.tiny_package import make_project
+
+    monkeypatch.chdir(tmp_path)
+    package = make_project(tmp_path / "proj")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = CliRunner().invoke(app, [*SUBMIT, "--package-path", str(package), *flags])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        f"error: invalid job: {what} would be {size} bytes; expected at most 1572864 (1.5 MiB, the API's request "
+        f"size limit); {SHORTEN}"]
+    assert not (tmp_path / "dist").exists() and result.stdout == ""
