@@ -161,7 +161,7 @@ def test_bodies_are_bounded_after_decoding(training_emulator, request_bytes, say
     before = _peak_rss_kib(training_emulator.process.pid)
     started = time.monotonic()
     status, headers, body = exchange(training_emulator.endpoint, request_bytes)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # wall time, on a machine that may be shared: the emulator answers at once
     assert status == 400 and json.loads(body)["error"]["message"] == says, body[:300]
     assert _peak_rss_kib(training_emulator.process.pid) - before < 20 << 10  # KiB: not the 64 MB it inflates to
     assert training_emulator.admin("GET", "health")["status"] == "ok"

@@ -59,6 +59,7 @@ FILES: dict[str, bytes] = {
     "digits.yaml": b"trainingInput:\n  workerCount: " + b"9" * 5000 + b"\n",
     "base60.yaml": b"trainingInput:\n  args: [" + b"1:" * 100_000 + b"1]\n",  # YAML 1.1: quadratic to build
     "date.yaml": b"trainingInput:\n  jobDir: 2024-13-45\n",
+    "flat.yaml": b"trainingInput:\n  args: [" + b",".join([b"1"] * 780_000) + b"]\n",  # 1.5 MiB, no alias
     "anchors_ok.yaml": b"workerPoolSpecs:\n- machineSpec: &m {machineType: n1-standard-4}\n  replicaCount: 1\n"
                        b"- machineSpec:\n    <<: *m\n    machineType: n1-standard-8\n  replicaCount: 2\n",
 }
@@ -183,9 +184,9 @@ def hostile_dir(tmp_path_factory) -> Path:
 def test_hostile_input_is_one_line_exit_2(args, message, hostile_dir, monkeypatch):
     monkeypatch.chdir(hostile_dir)
     argv = shlex.split(args)  # (slow for the 1.7 MB command lines: not timed)
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: the work done, whatever else loads the machine
     result = CliRunner().invoke(app, argv)
-    assert time.monotonic() - started < 2  # refused fast, alias bombs and 10 MB files included
+    assert time.process_time() - started < 2  # refused fast, alias bombs and 10 MB files included
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"error: {message}"]
     assert result.stdout == ""
@@ -193,23 +194,24 @@ def test_hostile_input_is_one_line_exit_2(args, message, hostile_dir, monkeypatc
 
 
 # The process itself, bounded: address space capped (a runaway dies instead of swapping the machine), CPU time
-# capped, and its peak RSS and wall time reported by a parent of its own (this test process has other children).
+# capped, and its peak RSS and CPU time reported by a parent of its own (this test process has other children).
+# CPU time, not wall time: the machine may be shared.
 BOUNDED = """
-import json, resource, subprocess, sys, time
+import json, resource, subprocess, sys
 limit = int(sys.argv[1]) << 20
 def cap():
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CPU, (30, 30))
-started = time.monotonic()
 done = subprocess.run(sys.argv[2:], capture_output=True, text=True, preexec_fn=cap, timeout=60)
-print(json.dumps([done.returncode, done.stdout[-2000:], done.stderr[-20000:], time.monotonic() - started,
-                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10]))
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps([done.returncode, done.stdout[-2000:], done.stderr[-20000:], usage.ru_utime + usage.ru_stime,
+                  usage.ru_maxrss >> 10]))
 """
 ADDRESS_SPACE_MIB = 1024  # far above what refusing needs; a 200 MB document does not fit once walked and dumped
 
 
 def run_bounded(command: list[str], cwd: Path) -> tuple[int, str, list[str], float, int]:
-    """(exit code, stdout, stderr lines, wall seconds, peak RSS in MiB) of `command` under the caps above."""
+    """(exit code, stdout, stderr lines, CPU seconds, peak RSS in MiB) of `command` under the caps above."""
     import json
     import subprocess
     import sys
@@ -233,17 +235,23 @@ print("asked", len(points), "of a grid of", 1000**10 * (10**18 + 1))
 """
 
 
-@pytest.mark.parametrize("args", [c[0] for c in CASES if "strings.yaml" in c[0] or "amplified" in c[0]] +
-                         ["config --config base60.yaml"] +
-                         ["config --config bomb.yaml", "config --config chain.yaml"])
-def test_expanding_inputs_are_refused_within_bounded_time_and_memory(args, hostile_dir):
-    """The issue's 108 KB file ran 94 s of CPU and peaked at 413 MB; refused, it costs what a plain run costs."""
+EXPANDING = [case for case in CASES if any(f"{name}.yaml" in case[0] for name in (
+    "strings", "amplified", "base60", "bomb", "chain"))] + [
+    # too slow for the in-process table on a loaded machine (~1 s of CPU): PyYAML parses ~10,000 values a second
+    ("config --config flat.yaml", "invalid YAML in --config flat.yaml at line 2, column 20000: more than 10000 values "
+     "(keys, items and scalars); a job config holds hundreds: check the file"),
+]
+
+
+@pytest.mark.parametrize("args, message", EXPANDING, ids=[case[0] for case in EXPANDING])
+def test_expanding_inputs_are_refused_within_bounded_time_and_memory(args, message, hostile_dir):
+    """The issue's 108 KB file ran 94 s of CPU and peaked at 413 MB (here: 157 s and 412 MB); a 1.5 MiB flat list
+    took 150-220 s and 650 MB; refused, each costs what a plain run costs."""
     import sys
 
-    message = dict(CASES)[args]
     code, out, err, seconds, peak = run_bounded([sys.executable, "-m", "mlsubmit", *shlex.split(args)], hostile_dir)
     assert (code, out, err) == (2, "", [f"error: {message}"])
-    assert seconds < 10 and peak < 150, f"{seconds:.1f} s, {peak} MiB"
+    assert seconds < 5 and peak < 150, f"{seconds:.1f} s of CPU, {peak} MiB"
 
 
 def test_a_grid_of_10_to_the_48_points_is_never_listed(tmp_path):
@@ -252,7 +260,7 @@ def test_a_grid_of_10_to_the_48_points_is_never_listed(tmp_path):
 
     code, out, err, seconds, peak = run_bounded([sys.executable, "-c", GRID], tmp_path)
     assert code == 0 and out.startswith("asked 1000 of a grid of 1"), err
-    assert seconds < 10 and peak < 200, f"{seconds:.1f} s, {peak} MiB"
+    assert seconds < 5 and peak < 200, f"{seconds:.1f} s of CPU, {peak} MiB"
 
 
 def test_yaml_anchors_and_merge_keys_still_work(hostile_dir, monkeypatch):

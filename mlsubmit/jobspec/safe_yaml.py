@@ -8,6 +8,8 @@ the document, with one UsageError naming the file and, where there is one, the l
 - more than MAX_BYTES (the Google APIs' 1.5 MB request limit): refused from the file size, without parsing;
 - bytes that are not UTF-8;
 - nesting deeper than MAX_DEPTH, counted while composing, through aliases too;
+- more than MAX_NODES values written out (1.5 MiB of `[1,1,1,…]` is 780,000 of them: minutes of PyYAML's
+  pure-Python parser and 650 MB), refused at the first one past the limit;
 - aliases that expand the document to more than MAX_BYTES of scalar text (one 100 KB string used 2,000 times is
   200 MB once expanded, though the file is 108 KB) or more than MAX_EXPANDED nodes, or an alias inside its own
   anchor. Counted while composing — each alias adds the size of the node it names — so the refusal comes at the
@@ -30,6 +32,7 @@ from mlsubmit.errors import UsageError, invalid_value
 MAX_BYTES = 1_572_864  # 1.5 MiB: the largest request body the Google APIs take
 MAX_DEPTH = 100  # a job config is a few levels deep
 MAX_EXPANDED = 100_000  # nodes after expanding aliases, when aliases made the document bigger
+MAX_NODES = 10_000  # nodes written in the file: a job config has hundreds; PyYAML takes ~1 s per 10,000
 MAX_NUMBER = 100  # characters of an integer scalar (int64 is 19 digits; 0b… with underscores is longer)
 
 
@@ -87,6 +90,7 @@ def _loader_class():
             self._size: dict[int, tuple[int, int, int]] = {}  # id(node): (nodes, scalar bytes, depth), expanded
             self._total = [0, 0]  # nodes and scalar bytes of the document so far, aliases expanded
             self._aliases = False
+            self._written = 0  # nodes written out in the file (PyYAML parses ~10,000 a second)
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             self._depth += 1
@@ -95,6 +99,10 @@ def _loader_class():
                     raise _refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark,
                                    "a job config is a few levels deep: check the file")
                 alias = self.peek_event() if self.check_event(AliasEvent) else None
+                self._written += alias is None
+                if self._written > MAX_NODES:
+                    raise _refused(f"more than {MAX_NODES} values (keys, items and scalars)",
+                                   self.peek_event().start_mark, "a job config holds hundreds: check the file")
                 node = super().compose_node(parent, index)
                 if alias is not None:
                     self._expand(node, alias.start_mark)
