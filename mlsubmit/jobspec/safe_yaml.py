@@ -1,4 +1,4 @@
-"""Read a user's YAML file with bounds: size, encoding, nesting, alias expansion and duplicate keys.
+"""Read a user's YAML file bounded by what it expands to: size, values, nesting, aliases, numbers, duplicate keys.
 
 PyYAML's safe loader accepts documents no job config needs and that hurt: a 100 KB file whose aliases nest
 ("billion laughs") expands to hundreds of MB for whoever walks it, a deeply nested one overflows Python's stack,
@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from mlsubmit.errors import UsageError, invalid_value
+from mlsubmit.jobspec.limits import MAX_REQUEST_BYTES
 
-MAX_BYTES = 1_572_864  # 1.5 MiB: the largest request body the Google APIs take
+MAX_BYTES = MAX_REQUEST_BYTES  # 1.5 MiB: the largest request body the Google APIs take
 MAX_DEPTH = 100  # a job config is a few levels deep
 MAX_EXPANDED = 100_000  # nodes after expanding aliases, when aliases made the document bigger
 MAX_NODES = 10_000  # nodes written in the file: a job config has hundreds; PyYAML takes ~1 s per 10,000
