@@ -46,6 +46,7 @@ def config(
         raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
     spec, notes = spec_from_options(spec_flags)
     tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)
+    spec, estimate = budgeted(spec, spec_flags, tuning)
     if tuning is None:
         document, conversion_notes = requests.config_document(spec, fmt)
         # what the file has no field for (Vertex: region, display name, labels; legacy: the job id) lands here
@@ -59,10 +60,25 @@ def config(
     text = comment + requests.to_yaml(document)
     for note in notes + conversion_notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
+    for line in estimate:
+        typer.echo(line, err=True)
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomically(output, text)
+
+
+def budgeted(spec: Any, spec_flags: dict[str, Any], tuning: Any = None, backends: int = 1) -> tuple[Any, list[str]]:
+    """The spec with the time limit --max-cost allows, and the cost estimate's lines (for stderr: stdout keeps the
+    document). A tuning study runs its parallel trials at once and its maximum in all; --backends one job each."""
+    from mlsubmit.commands._spec_options import budget_from_options
+    from mlsubmit.jobspec import cost
+
+    parallel = (tuning.parallel_trials if tuning is not None else 1) * backends
+    total = (tuning.max_trials if tuning is not None else 1) * backends
+    per = "trials" if tuning is not None else "backends"
+    spec, budget = cost.apply_budget(spec, budget_from_options(spec_flags), parallel=parallel, total=total)
+    return spec, cost.estimate_lines(spec, parallel=parallel, total=total, per=per, budget=budget)
 
 
 def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) -> tuple[Any, list[str]]:
