@@ -40,7 +40,7 @@ def config(
     AI worker pools (and back with --format legacy), warning about every setting that could not be mapped.
     """
     from mlsubmit.jobspec import requests
-    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.commands._spec_options import budgeted, spec_from_options
 
     if fmt not in FORMATS:
         raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
@@ -66,19 +66,6 @@ def config(
         typer.echo(text, nl=False)
     else:
         write_atomically(output, text)
-
-
-def budgeted(spec: Any, spec_flags: dict[str, Any], tuning: Any = None, backends: int = 1) -> tuple[Any, list[str]]:
-    """The spec with the time limit --max-cost allows, and the cost estimate's lines (for stderr: stdout keeps the
-    document). A tuning study runs its parallel trials at once and its maximum in all; --backends one job each."""
-    from mlsubmit.commands._spec_options import budget_from_options
-    from mlsubmit.jobspec import cost
-
-    parallel = (tuning.parallel_trials if tuning is not None else 1) * backends
-    total = (tuning.max_trials if tuning is not None else 1) * backends
-    per = "trials" if tuning is not None else "backends"
-    spec, budget = cost.apply_budget(spec, budget_from_options(spec_flags), parallel=parallel, total=total)
-    return spec, cost.estimate_lines(spec, parallel=parallel, total=total, per=per, budget=budget)
 
 
 def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) -> tuple[Any, list[str]]:
