@@ -31,13 +31,14 @@ class Emulator:
     """The training-service emulator on 127.0.0.1:`port` (0: a free port)."""
 
     def __init__(self, *, port: int = 0, data_dir: str | os.PathLike | None = None, gcs_endpoint: str | None = None,
-                 max_running: int = 2):
+                 max_running: int = 2, preempt_spot_after: float | None = None, preempt_spot_times: int = 2):
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self.gcs_endpoint = gcs_endpoint
         self.store = Store(self.data_dir)
         self.faults = Faults()
         self.executor = Executor(self.store, gcs_endpoint=gcs_endpoint, max_running=max_running,
-                                 work_dir=self.data_dir / "work" if self.data_dir else None)
+                                 work_dir=self.data_dir / "work" if self.data_dir else None,
+                                 preempt_spot_after=preempt_spot_after, preempt_spot_times=preempt_spot_times)
         router = Router()
         vertex.register(router, self)
         legacy.register(router, self)

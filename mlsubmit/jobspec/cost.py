@@ -195,28 +195,30 @@ def estimate_lines(spec: Any, *, catalog: str = "vertex", parallel: int = 1, tot
     return lines
 
 
-def spent(status: Any, now: Any = None) -> dict[str, Any]:
-    """A job's estimated cost so far, from its own resource: wall time (start to end, or to now) x the rate of its
-    pools (machine types, counts, accelerators, spot or not, region). Legacy `consumedMLUnits` is passed on.
+def spent(status: Any, ran: int | None) -> dict[str, Any]:
+    """A job's estimated cost so far, from its own resource (a targets JobStatus): `ran` seconds of wall time (start
+    to end, or to now; None: not started) x the rate of its pools (machine types, counts, accelerators, spot or not,
+    region). Legacy AI Platform's `consumedMLUnits` is passed on.
 
-    Returns: {"usd_per_hour": float|None, "seconds": int|None, "usd": float|None, "spot": bool, "missing": [...],
+    Returns: {"usd": float|None, "usd_per_hour": float|None, "seconds": int|None, "spot": bool, "missing": [...],
               "budget_usd": float|None, "consumed_ml_units": value or None}
     """
-    from datetime import datetime, timezone
-
-    from mlsubmit.commands._jobs_view import parse_time
-
     spot = _strategy(status.resource) == "SPOT"
     rows = [(p.role, p.replicas, p.machine, p.accelerator, p.accelerator_count) for p in status.pools]
     rate = pools_rate(rows, status.region, spot=spot) if rows and status.region else None
-    begun = parse_time(status.start_time)
-    ended = parse_time(status.end_time) or now or datetime.now(timezone.utc)
-    ran = max(0, int((ended - begun).total_seconds())) if begun else None
     usd = rate.usd if rate else None
-    return {"usd_per_hour": usd, "seconds": ran, "spot": spot,
-            "usd": None if usd is None or ran is None else round(usd * ran / 3600, 6),
-            "missing": rate.missing if rate else ["the job's machines"],
-            "budget_usd": budget_of(status.labels), "consumed_ml_units": status.consumed.get("consumedMLUnits")}
+    return {"usd": None if usd is None or ran is None else round(usd * ran / 3600, 6), "usd_per_hour": usd,
+            "seconds": ran, "spot": spot, "missing": rate.missing if rate else ["the job's machines"],
+            "budget_usd": budget_of(status.labels), "time_limit_seconds": _time_limit(status.resource),
+            "consumed_ml_units": status.consumed.get("consumedMLUnits")}
+
+
+def _time_limit(resource: dict[str, Any]) -> int | None:
+    spec = resource.get("jobSpec") or resource.get("trialJobSpec") or resource.get("trainingInput") or {}
+    scheduling = spec.get("scheduling") or {}
+    text = scheduling.get("timeout") or scheduling.get("maxRunningTime") or ""
+    match = re.fullmatch(r"([0-9]+)(\.[0-9]*)?s", str(text))
+    return int(match.group(1)) if match else None
 
 
 def _strategy(resource: dict[str, Any]) -> str | None:
@@ -234,7 +236,8 @@ def spent_text(cost: dict[str, Any]) -> str:
         said = (f"{money(cost['usd'])} (estimated: {seconds(cost['seconds'])} x {money(cost['usd_per_hour'])}/h"
                 f"{', spot' if cost['spot'] else ''})")
     if cost.get("budget_usd") is not None:
-        said += f"; budget {money(cost['budget_usd'])}"
+        limit = cost.get("time_limit_seconds")
+        said += f"; budget {money(cost['budget_usd'])}" + (f" (time limit {seconds(limit)})" if limit else "")
     if cost.get("consumed_ml_units") is not None:
         said += f"; consumedMLUnits {cost['consumed_ml_units']}"
     return said
