@@ -136,6 +136,12 @@ def _build() -> dict[tuple[str, str, str, str, bool], Price]:
     for (name, region), (on_demand, spot) in _COMPUTE_GPU.items():
         table[("compute", "accelerator", name, region, False)] = Price(on_demand, "reference")
         table[("compute", "accelerator", name, region, True)] = Price(spot, "reference")
+    try:  # written by tools/refresh_prices.py from the Cloud Billing Catalog API: newer than the pages above
+        from mlsubmit.jobspec.prices_billing import BILLING, FETCHED
+    except ImportError:
+        return table
+    SOURCES["billing-catalog"] = Source(SOURCES["billing-catalog"].where, FETCHED)
+    table.update({key: Price(usd, "billing-catalog") for key, usd in BILLING.items()})
     return table
 
 
