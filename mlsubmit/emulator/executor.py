@@ -46,6 +46,10 @@ def plan_of(job: Job) -> JobPlan:
     return legacy_plan(job.body, job.project)
 
 
+def _is_spot(job: Job) -> bool:
+    return ((job.body.get("jobSpec") or {}).get("scheduling") or {}).get("strategy") == "SPOT"
+
+
 class _Run:
     """One job being prepared or run: its cancel/timeout flags and, once RUNNING, its runner."""
 
@@ -111,6 +115,16 @@ class Executor:
                 run.runner.cancel()
             else:
                 run.children.stop()  # still preparing: a pip install is not waited for
+
+    def preempt(self, name: str) -> bool:
+        """Preempt a running spot job now (as `preempt_spot_after` does): False if it is not one."""
+        with self._cond:
+            run, job = self._runs.get(name), self.store.get(name)
+            if run is None or run.runner is None or job is None or not _is_spot(job):
+                return False
+            run.preempted = True
+            run.runner.cancel()
+        return True
 
     def processes(self, name: str) -> list[dict[str, Any]]:
         """The replicas' processes: live ones from the runner, else those recorded when the job ended."""
@@ -229,8 +243,8 @@ class Executor:
                 if not run.preempted or outcome.state == "SUCCEEDED" or run.cancelled.is_set() or run.timed_out:
                     break
                 attempt, run.preempted = attempt + 1, False
-                say(f"The spot VMs of this job were preempted (preemption {attempt} of at most "
-                    f"{self.preempt_spot_times}); its replicas were stopped and the job is starting again.")
+                say(f"The spot VMs of this job were preempted (preemption {attempt}); its replicas were stopped and "
+                    "the job is starting again.")
         finally:
             if timer is not None:
                 timer.cancel()
@@ -266,8 +280,7 @@ class Executor:
 
     def _preemption(self, job: Job, run: _Run, attempt: int) -> threading.Timer | None:
         """A timer that preempts a spot job's replicas `preempt_spot_after` seconds from now, if asked."""
-        spot = ((job.body.get("jobSpec") or {}).get("scheduling") or {}).get("strategy") == "SPOT"
-        if not spot or self.preempt_spot_after is None or attempt >= self.preempt_spot_times:
+        if not _is_spot(job) or self.preempt_spot_after is None or attempt >= self.preempt_spot_times:
             return None
 
         def preempt() -> None:

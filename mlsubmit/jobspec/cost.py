@@ -173,7 +173,7 @@ def estimate_lines(spec: Any, *, catalog: str = "vertex", parallel: int = 1, tot
         total_pool = money(pool.usd) if pool.usd is not None else "unknown"
         lines.append(f"  {pool.role}: {pool.replicas} x ({parts}) = {pool.replicas} x {each}/h = {total_pool}/h")
     if rate.usd is None:
-        lines.append(f"  rate: unknown — the price table has no {'spot ' if rate.spot else ''}price for "
+        lines.append(f"  rate: unknown — the price table has no price for "
                      f"{', '.join(rate.missing)} in {spec.region} (never guessed; tools/refresh_prices.py refreshes "
                      "the table)")
     else:
