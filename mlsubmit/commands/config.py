@@ -60,12 +60,12 @@ def config(
     text = comment + requests.to_yaml(document)
     for note in notes + conversion_notes:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
-    for line in estimate:
-        typer.echo(line, err=True)
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomically(output, text)
+    for line in estimate:  # once the document is out: a bad --output stays one line
+        typer.echo(line, err=True)
 
 
 def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) -> tuple[Any, list[str]]:
