@@ -148,6 +148,26 @@ def test_cost_so_far_of_a_job_from_its_own_resource():
 
 
 # -- through the CLI -----------------------------------------------------------------------------------------------
+def test_a_vertex_config_with_strategy_spot_stays_spot(tmp_path):
+    config = tmp_path / "spot.yaml"
+    config.write_text(yaml.safe_dump(vertex_job_spec(JobSpec(tier="BASIC", spot=True, max_runtime_seconds=600))))
+    result = CliRunner().invoke(app, ["config", "--config", str(config)])
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["scheduling"] == {"timeout": "600s", "strategy": "SPOT"}
+    assert "warning" not in result.stderr and "spot prices" in result.stderr
+
+
+def test_a_tuning_jobs_cost_so_far_is_its_trials_time():
+    from mlsubmit.commands._jobs_view import ran_seconds
+
+    trials = [{"startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:10:00Z"},
+              {"startTime": "2026-01-01T00:00:00.5Z", "endTime": "2026-01-01T00:05:00.5Z"}, {}]
+    status = JobStatus(api="vertex", name="n", job_id="1", display_name="t", state="SUCCEEDED", api_state="",
+                       project="p", region="us-central1", start_time="2026-01-01T00:00:00Z",
+                       end_time="2026-01-01T00:10:00Z", resource={"trials": trials})
+    assert ran_seconds(status) == 900  # 600 + 300 s of trials (two at once), not the 600 s the study ran
+
+
 def test_config_with_a_budget_writes_the_time_limit_and_says_the_estimate_on_stderr():
     result = CliRunner().invoke(app, ["config", "--tier", "BASIC", "--max-cost", "1"])
     assert result.exit_code == 0, result.stderr

@@ -46,11 +46,18 @@ def duration(start: str | None, end: str | None = None) -> str:
 
 
 def ran_seconds(status: Any) -> int | None:
-    """Wall time of a job so far: start to end, or to now; None if it has not started."""
-    begun = parse_time(status.start_time)
-    if begun is None:
-        return None
-    return max(0, int(((parse_time(status.end_time) or datetime.now(timezone.utc)) - begun).total_seconds()))
+    """Wall time of a job so far: start to end, or to now; None if it has not started. A tuning job's is the sum of
+    its trials' (each trial runs the trial job's pools)."""
+    def seconds(start: str | None, end: str | None) -> int | None:
+        begun = parse_time(start)
+        if begun is None:
+            return None
+        return max(0, int(((parse_time(end) or datetime.now(timezone.utc)) - begun).total_seconds()))
+
+    trials = status.resource.get("trials")
+    if trials:
+        return sum(seconds(t.get("startTime"), t.get("endTime")) or 0 for t in trials)
+    return seconds(status.start_time, status.end_time)
 
 
 def cost_so_far(status: Any) -> dict[str, Any]:

@@ -160,7 +160,8 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         executor_image=flags.get("executor_image"), python_module=flags.get("python_module"),
         args=tuple(flags["trainer_args"]) if flags.get("trainer_args") else None,
         job_dir=flags.get("job_dir"), job_name=flags.get("job_name"),
-        labels=labels, env=env, max_runtime=flags.get("max_runtime"), names=dict(FLAG_NAMES))
+        labels=labels, env=env, max_runtime=flags.get("max_runtime"), spot=True if flags.get("spot") else None,
+        names=dict(FLAG_NAMES))
     notes: list[str] = []
     if flags.get("config"):
         from_yaml, notes = load_yaml(flags["config"])
@@ -170,7 +171,7 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         given = "--spot" if flags.get("spot") else f"--max-cost {flags['max_cost']}"
         raise UsageError(f"invalid option with --local: {given} (this machine costs nothing and is never preempted)",
                          hint=f"drop {given.split()[0]}")
-    return (spec.replace(spot=True) if flags.get("spot") else spec), notes
+    return spec, notes
 
 
 def budget_from_options(flags: dict[str, Any]) -> Optional[float]:
