@@ -181,7 +181,8 @@ def budget_from_options(flags: dict[str, Any]) -> Optional[float]:
     return None if flags.get("max_cost") is None else parse_budget(flags["max_cost"])
 
 
-def budgeted(spec: Any, spec_flags: dict[str, Any], tuning: Any = None, backends: int = 1) -> tuple[Any, list[str]]:
+def budgeted(spec: Any, spec_flags: dict[str, Any], tuning: Any = None, backends: int = 1,
+             catalog: str = "vertex") -> tuple[Any, list[str]]:
     """The spec with the time limit --max-cost allows, and the cost estimate's lines (for stderr: stdout keeps the
     document). A tuning study runs its parallel trials at once and its maximum in all; --backends one job each."""
     from mlsubmit.jobspec import cost
@@ -189,8 +190,9 @@ def budgeted(spec: Any, spec_flags: dict[str, Any], tuning: Any = None, backends
     parallel = (tuning.parallel_trials if tuning is not None else 1) * backends
     total = (tuning.max_trials if tuning is not None else 1) * backends
     per = "trials" if tuning is not None else "backends"
-    spec, budget = cost.apply_budget(spec, budget_from_options(spec_flags), parallel=parallel, total=total)
-    return spec, cost.estimate_lines(spec, parallel=parallel, total=total, per=per, budget=budget)
+    spec, budget = cost.apply_budget(spec, budget_from_options(spec_flags), catalog=catalog, parallel=parallel,
+                                     total=total)
+    return spec, cost.estimate_lines(spec, catalog=catalog, parallel=parallel, total=total, per=per, budget=budget)
 
 
 def _pairs(items: List[tuple[str, str]]) -> Optional[tuple]:
