@@ -167,6 +167,8 @@ class JobSpec:
         pool_images: (role, image) for pools that run a container of their own.
         boot_disks: (role, disk type or None, size in GB or None) for pools with a boot disk of their own.
         network: the VPC network the job is peered with (projects/NUMBER/global/networks/NAME).
+        spot: run on spot (preemptible) capacity: Vertex AI scheduling.strategy SPOT; on Kubernetes the pods get
+            `spot_node_selector` (GKE spot nodes). The job resumes from its backup after a preemption.
         target: "cloud" (job dir and packages must be gs://) or "local".
     """
 
@@ -193,6 +195,7 @@ class JobSpec:
     boot_disks: tuple[tuple[str, str | None, int | None], ...] = ()
     network: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    spot: bool = False
 
     def __post_init__(self) -> None:
         for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env"):
@@ -343,6 +346,18 @@ class JobSpec:
     def timeout(self) -> str | None:
         """max runtime as a google-duration ("7200s"), or None for the service default."""
         return None if self.max_runtime_seconds is None else f"{self.max_runtime_seconds}s"
+
+    @property
+    def deadline_seconds(self) -> int | None:
+        """The time limit in seconds (Kubernetes `activeDeadlineSeconds`), set by --max-runtime or --max-cost."""
+        return self.max_runtime_seconds
+
+    @property
+    def spot_node_selector(self) -> dict[str, str]:
+        """The node selector of a spot job's pods on GKE ({} for on-demand jobs)."""
+        from mlsubmit.jobspec.cost import GKE_SPOT_NODE_SELECTOR
+
+        return dict(GKE_SPOT_NODE_SELECTOR) if self.spot else {}
 
     @property
     def labels_dict(self) -> dict[str, str]:
