@@ -67,6 +67,20 @@ def test_the_table_holds_what_its_sources_say_and_nothing_derived():
                                                                                      "NVIDIA_TESLA_K80")
 
 
+def test_compute_engine_gpu_nodes_by_hand_from_skypilots_rows():
+    a2 = prices.hourly("a2-highgpu-1g", machines.A100, 1, "us-central1", catalog="compute")
+    assert a2.usd == pytest.approx(0.73948 + 2.93391)  # 3.67339: the VM row + one A100 row, as Compute Engine bills
+    a2_spot = prices.hourly("a2-highgpu-1g", machines.A100, 1, "us-central1", catalog="compute", spot=True)
+    assert a2_spot.usd == pytest.approx(0.36975 + 1.4341)
+    v100 = prices.hourly("n1-standard-8", machines.V100, 2, "europe-west4", catalog="compute")
+    assert v100.usd == pytest.approx(0.41834 + 2 * 2.604) and v100.sources == ("skypilot-v8",)
+    assert prices.price("compute", "accelerator", machines.T4, "asia-east1", spot=True).usd == 0.1383
+    assert prices.price("compute", "accelerator", machines.K80, "us-central1") is None  # no K80 rows: retired
+    assert prices.price("compute", "accelerator", machines.P4, "us-east1") is None  # no row for that region
+    g2 = prices.hourly("g2-standard-8", machines.L4, 1, "us-central1", catalog="compute")
+    assert g2.missing == ("g2-standard-8",) and g2.parts[1] == ("1 x NVIDIA_L4", 0.56004)  # L4 known, VM not read
+
+
 # -- rates, maxima and budgets, by hand ----------------------------------------------------------------------------
 def test_rates_and_maxima_of_a_few_jobs_by_hand():
     basic = JobSpec(tier="BASIC", max_runtime_seconds=7200)

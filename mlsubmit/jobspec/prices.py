@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mlsubmit.jobspec import machines
+from mlsubmit.jobspec import machines, prices_data
 
 CATALOGS = {"vertex": "Vertex AI custom training", "compute": "Compute Engine (GKE nodes)"}
 
@@ -35,14 +35,14 @@ class Source:
 
 
 # Provenance in full: "vertex-page" is Google's page (custom-trained models, Iowa us-central1, no savings plan) as
-# quoted verbatim in api-evangelist/google-vertex-ai plans/google-vertex-ai-plans-pricing.yml (read 2026-10-07); a
-# second copy of the n1-standard-4 figure was checked 2026-09-06. "skypilot-v8" is skypilot-org/skypilot-catalog
-# catalogs/v8/gcp/vms.csv at commit 006059e0f18a (built by SkyPilot from the Cloud Billing Catalog API; columns
-# Price and SpotPrice; the commit carries no date, read 2026-11-25).
+# quoted verbatim in api-evangelist/google-vertex-ai plans/google-vertex-ai-plans-pricing.yml @342263c3 (page read
+# 2026-10-07); a second copy of the n1-standard-4 figure was checked 2026-09-06. "skypilot-v8" is
+# skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv at commit 006059e0f18a (built by SkyPilot from the Cloud
+# Billing Catalog API; columns Price and SpotPrice; the commit carries no date, read 2026-11-25). The rows themselves
+# live in mlsubmit/jobspec/prices_data.py, which says what each source left unknown.
 SOURCES = {
     "vertex-page": Source("cloud.google.com/vertex-ai/pricing (custom training)", "2026-10-07"),
     "skypilot-v8": Source("Compute Engine prices in SkyPilot's catalog v8 (gcp/vms.csv @006059e0)", "2026-11-25"),
-    "reference": Source("Compute Engine GPU prices in SkyPilot's catalog v8 (REFERENCE.md)", "2026-10"),
     "billing-catalog": Source("Cloud Billing Catalog API SKUs (tools/refresh_prices.py)", "see the SKU"),
 }
 
@@ -83,59 +83,22 @@ class Rate:
 
 
 # ---- the table ---------------------------------------------------------------------------------------------------
-# (catalog, "machine" | "accelerator", name, region, spot) -> Price. Only what a source states.
-_US_C1 = "us-central1"
-_VERTEX_ON_DEMAND = {
-    ("machine", "n1-standard-4", _US_C1): 0.21849885,
-    ("accelerator", machines.H100, _US_C1): 9.79655057,
-}
-# Compute Engine n1 on-demand and spot prices per region (SkyPilot v8, zone rows of one region agree):
-# machine -> {region: (on demand, spot)}
-_COMPUTE_N1 = {
-    "n1-standard-4": {
-        "asia-east1": (0.22, 0.03563), "asia-northeast1": (0.24376, 0.06662),
-        "asia-southeast1": (0.23439, 0.03872), "europe-west1": (0.20901, 0.06251),
-        "europe-west4": (0.20917, 0.08367), "us-central1": (0.19, 0.05223), "us-east1": (0.19, 0.05223),
-        "us-east4": (0.21398, 0.0452), "us-west1": (0.19, 0.05223), "us-west4": (0.21398, 0.06508)},
-    "n1-standard-8": {
-        "asia-east1": (0.44, 0.07126), "asia-northeast1": (0.48751, 0.13323),
-        "asia-southeast1": (0.46877, 0.07744), "europe-west1": (0.41801, 0.12502),
-        "europe-west4": (0.41834, 0.16734), "us-central1": (0.38, 0.10446), "us-east1": (0.38, 0.10446),
-        "us-east4": (0.42797, 0.09039), "us-west1": (0.38, 0.10446), "us-west4": (0.42797, 0.13016)},
-    "n1-standard-16": {
-        "asia-east1": (0.87999, 0.14252), "asia-northeast1": (0.97503, 0.26646),
-        "asia-southeast1": (0.93754, 0.15488), "europe-west1": (0.83603, 0.25004),
-        "europe-west4": (0.83667, 0.33468), "us-central1": (0.76, 0.20892), "us-east1": (0.76, 0.20892),
-        "us-east4": (0.85594, 0.18078), "us-west1": (0.76, 0.20892), "us-west4": (0.85594, 0.26032)},
-    "n1-standard-32": {
-        "asia-east1": (1.75998, 0.28504), "asia-northeast1": (1.95006, 0.53292),
-        "asia-southeast1": (1.87509, 0.30976), "europe-west1": (1.67206, 0.50008),
-        "europe-west4": (1.67334, 0.66936), "us-central1": (1.51999, 0.41784), "us-east1": (1.51999, 0.41784),
-        "us-east4": (1.71188, 0.36156), "us-west1": (1.51999, 0.41784), "us-west4": (1.71188, 0.52064)},
-    "n1-standard-64": {
-        "asia-east1": (3.51997, 0.57008), "asia-northeast1": (3.90011, 1.06584),
-        "asia-southeast1": (3.75018, 0.61952), "europe-west1": (3.34411, 1.00016),
-        "europe-west4": (3.34669, 1.33872), "us-central1": (3.03998, 0.83568), "us-east1": (3.03998, 0.83568),
-        "us-east4": (3.42376, 0.72312), "us-west1": (3.03998, 0.83568), "us-west4": (3.42376, 1.04128)},
-    "n1-standard-96": {
-        "asia-east1": (5.27995, 0.85512), "asia-northeast1": (5.85017, 1.59876),
-        "asia-southeast1": (5.62526, 0.92928), "europe-west1": (5.01617, 1.50024),
-        "europe-west4": (5.02003, 2.00808), "us-central1": (4.55998, 1.25352), "us-east1": (4.55998, 1.25352),
-        "us-east4": (5.13564, 1.08468), "us-west1": (4.55998, 1.25352), "us-west4": (5.13564, 1.56192)},
-}
-_COMPUTE_GPU = {(machines.T4, _US_C1): (0.35, 0.175)}
+# (catalog, "machine" | "accelerator", name, region, spot) -> Price. Only what a source states (prices_data).
 
 
 def _build() -> dict[tuple[str, str, str, str, bool], Price]:
-    table = {("vertex", kind, name, region, False): Price(usd, "vertex-page")
-             for (kind, name, region), usd in _VERTEX_ON_DEMAND.items()}
-    for name, regions in _COMPUTE_N1.items():
-        for region, (on_demand, spot) in regions.items():
-            table[("compute", "machine", name, region, False)] = Price(on_demand, "skypilot-v8")
-            table[("compute", "machine", name, region, True)] = Price(spot, "skypilot-v8")
-    for (name, region), (on_demand, spot) in _COMPUTE_GPU.items():
-        table[("compute", "accelerator", name, region, False)] = Price(on_demand, "reference")
-        table[("compute", "accelerator", name, region, True)] = Price(spot, "reference")
+    table: dict[tuple[str, str, str, str, bool], Price] = {}
+    for kind, rows in (("machine", prices_data.VERTEX_MACHINES_ON_DEMAND),
+                       ("accelerator", prices_data.VERTEX_ACCELERATORS_ON_DEMAND)):
+        for name, regions in rows.items():
+            for region, usd in regions.items():
+                table[("vertex", kind, name, region, False)] = Price(usd, "vertex-page")
+    for kind, compute_rows in (("machine", prices_data.COMPUTE_MACHINES),
+                               ("accelerator", prices_data.COMPUTE_ACCELERATORS)):
+        for name, by_region in compute_rows.items():
+            for region, (on_demand, spot) in by_region.items():
+                table[("compute", kind, name, region, False)] = Price(on_demand, "skypilot-v8")
+                table[("compute", kind, name, region, True)] = Price(spot, "skypilot-v8")
     try:  # written by tools/refresh_prices.py from the Cloud Billing Catalog API: newer than the pages above
         from mlsubmit.jobspec.prices_billing import BILLING, FETCHED
     except ImportError:

@@ -1,0 +1,113 @@
+"""The rows of the price table (mlsubmit.jobspec.prices), as read from their sources; nothing here is computed.
+
+Each dict maps a name to {region: (on demand, spot)} in USD per hour, for ONE machine or ONE accelerator, only for the
+regions of mlsubmit's machine table. A region missing from a row has no price in that source: it stays unknown.
+
+"skypilot-v8": skypilot-org/skypilot-catalog, catalogs/v8/gcp/vms.csv at commit
+006059e0f18acb1341e22a27751e9f80df6ba92f (SkyPilot builds it from the Cloud Billing Catalog API; columns Price and
+SpotPrice; the rows of a region's zones agree). Read 2026-11-25. Machine rows are the VM alone; GPU rows are the rows
+with an empty InstanceType, AcceleratorCount 1 (one GPU), so a replica costs machine + count x GPU, as Compute Engine
+bills it (e.g. a2-highgpu-1g $0.73948 + A100 $2.93391 = $3.67339 in us-central1).
+Left unknown on purpose: K80 (no rows: retired), A100 80GB, H100 and H100 Mega (not read: the catalog's per-count H100
+rows disagree between regions by more than 2x, e.g. 4 x H100 $16.80 in us-central1 but $39.19 in us-east4), the g2,
+a3, n1-highmem and n1-highcpu machines (not read yet), and TPUs (Cloud TPU is not a Compute Engine node price).
+"""
+
+from __future__ import annotations
+
+Rows = dict[str, dict[str, tuple[float, float]]]
+
+# Vertex AI custom training, on demand, us-central1: Google's pricing page as quoted verbatim in
+# api-evangelist/google-vertex-ai plans/google-vertex-ai-plans-pricing.yml @342263c39279 (page read 2026-10-07).
+VERTEX_MACHINES_ON_DEMAND = {"n1-standard-4": {"us-central1": 0.21849885}}
+VERTEX_ACCELERATORS_ON_DEMAND = {"NVIDIA_H100_80GB": {"us-central1": 9.79655057}}
+
+_US = ("us-central1", "us-east1", "us-west1")  # the three regions share one price in every row below that names them
+
+
+def _us(on_demand: float, spot: float) -> dict[str, tuple[float, float]]:
+    return {region: (on_demand, spot) for region in _US}
+
+
+COMPUTE_MACHINES: Rows = {
+    "n1-standard-4": {
+        "asia-east1": (0.22, 0.03563), "asia-northeast1": (0.24376, 0.06662),
+        "asia-southeast1": (0.23439, 0.03872), "europe-west1": (0.20901, 0.06251),
+        "europe-west4": (0.20917, 0.08367), **_us(0.19, 0.05223),
+        "us-east4": (0.21398, 0.0452), "us-west4": (0.21398, 0.06508)},
+    "n1-standard-8": {
+        "asia-east1": (0.44, 0.07126), "asia-northeast1": (0.48751, 0.13323),
+        "asia-southeast1": (0.46877, 0.07744), "europe-west1": (0.41801, 0.12502),
+        "europe-west4": (0.41834, 0.16734), **_us(0.38, 0.10446),
+        "us-east4": (0.42797, 0.09039), "us-west4": (0.42797, 0.13016)},
+    "n1-standard-16": {
+        "asia-east1": (0.87999, 0.14252), "asia-northeast1": (0.97503, 0.26646),
+        "asia-southeast1": (0.93754, 0.15488), "europe-west1": (0.83603, 0.25004),
+        "europe-west4": (0.83667, 0.33468), **_us(0.76, 0.20892),
+        "us-east4": (0.85594, 0.18078), "us-west4": (0.85594, 0.26032)},
+    "n1-standard-32": {
+        "asia-east1": (1.75998, 0.28504), "asia-northeast1": (1.95006, 0.53292),
+        "asia-southeast1": (1.87509, 0.30976), "europe-west1": (1.67206, 0.50008),
+        "europe-west4": (1.67334, 0.66936), **_us(1.51999, 0.41784),
+        "us-east4": (1.71188, 0.36156), "us-west4": (1.71188, 0.52064)},
+    "n1-standard-64": {
+        "asia-east1": (3.51997, 0.57008), "asia-northeast1": (3.90011, 1.06584),
+        "asia-southeast1": (3.75018, 0.61952), "europe-west1": (3.34411, 1.00016),
+        "europe-west4": (3.34669, 1.33872), **_us(3.03998, 0.83568),
+        "us-east4": (3.42376, 0.72312), "us-west4": (3.42376, 1.04128)},
+    "n1-standard-96": {
+        "asia-east1": (5.27995, 0.85512), "asia-northeast1": (5.85017, 1.59876),
+        "asia-southeast1": (5.62526, 0.92928), "europe-west1": (5.01617, 1.50024),
+        "europe-west4": (5.02003, 2.00808), **_us(4.55998, 1.25352),
+        "us-east4": (5.13564, 1.08468), "us-west4": (5.13564, 1.56192)},
+    # a2: the VM without its A100s (priced as accelerators below)
+    "a2-highgpu-1g": {
+        "asia-northeast1": (0.94803, 0.41783), "asia-southeast1": (0.9122, 0.41954),
+        "europe-west4": (0.81406, 0.31824), **_us(0.73948, 0.36975), "us-west4": (0.8328, 0.33306)},
+    "a2-highgpu-2g": {
+        "asia-northeast1": (1.89606, 0.83566), "asia-southeast1": (1.8244, 0.83907),
+        "europe-west4": (1.62813, 0.63648), **_us(1.47895, 0.7395), "us-west4": (1.66559, 0.66612)},
+    "a2-highgpu-4g": {
+        "asia-northeast1": (3.79212, 1.67132), "asia-southeast1": (3.64879, 1.67814),
+        "europe-west4": (3.25626, 1.27296), **_us(2.95791, 1.479), "us-west4": (3.33118, 1.33224)},
+    "a2-highgpu-8g": {
+        "asia-northeast1": (7.58425, 3.34264), "asia-southeast1": (7.29758, 3.35628),
+        "europe-west4": (6.51251, 2.54592), **_us(5.91582, 2.958), "us-west4": (6.66236, 2.66448)},
+    "a2-megagpu-16g": {
+        "asia-southeast1": (10.85126, 4.99032), "europe-west4": (9.68403, 3.78624),
+        "us-central1": (8.79698, 4.39824)},
+    "a2-ultragpu-1g": {
+        "asia-southeast1": (1.35641, 0.62379), "europe-west4": (1.2105, 0.47328),
+        "us-central1": (1.09962, 0.54978), "us-east4": (1.23833, 0.49613)},
+    "a2-ultragpu-2g": {
+        "asia-southeast1": (2.71282, 1.24758), "europe-west4": (2.42101, 0.94656),
+        "us-central1": (2.19924, 1.09956), "us-east4": (2.47666, 0.99226)},
+    "a2-ultragpu-4g": {
+        "asia-southeast1": (5.42563, 2.49516), "europe-west4": (4.84202, 1.89312),
+        "us-central1": (4.39849, 2.19912), "us-east4": (4.95332, 1.98452)},
+    "a2-ultragpu-8g": {
+        "asia-southeast1": (10.85126, 4.99032), "europe-west4": (9.68403, 3.78624),
+        "us-central1": (8.79698, 4.39824), "us-east4": (9.90664, 3.96904)},
+}
+
+COMPUTE_ACCELERATORS: Rows = {
+    "NVIDIA_TESLA_T4": {
+        "asia-east1": (0.35, 0.1383), "asia-northeast1": (0.37, 0.1311), "asia-southeast1": (0.37, 0.1645),
+        "europe-west1": (0.35, 0.14), "europe-west4": (0.3675, 0.175), **_us(0.35, 0.175),
+        "us-east4": (0.37, 0.1644), "us-west4": (0.37, 0.1258)},
+    "NVIDIA_TESLA_V100": {
+        "asia-east1": (2.48, 0.6356), "europe-west4": (2.604, 1.0443), **_us(2.48, 1.0885)},
+    "NVIDIA_TESLA_P100": {
+        "asia-east1": (1.6, 0.144), "europe-west1": (1.6, 0.2816), "europe-west4": (1.533, 0.2341),
+        **_us(1.46, 0.7034)},
+    "NVIDIA_TESLA_P4": {
+        "asia-southeast1": (0.65, 0.0585), "europe-west4": (0.63, 0.132), "us-central1": (0.6, 0.2236),
+        "us-east4": (0.6, 0.1734)},
+    "NVIDIA_L4": {
+        "asia-east1": (0.64847, 0.2311), "asia-northeast1": (0.7192, 0.3564), "asia-southeast1": (0.69092, 0.2478),
+        "europe-west1": (0.61666, 0.2406), "europe-west4": (0.58804, 0.2438), **_us(0.56004, 0.2231),
+        "us-east4": (0.55821, 0.2233), "us-west4": (0.63077, 0.2103)},
+    "NVIDIA_TESLA_A100": {
+        "asia-northeast1": (1.70586, 1.2307), "asia-southeast1": (1.70586, 1.4261),
+        "europe-west4": (1.61365, 1.1691), **_us(2.93391, 1.4341), "us-west4": (3.10156, 1.2406)},
+}
