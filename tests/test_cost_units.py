@@ -76,6 +76,8 @@ def test_compute_engine_gpu_nodes_by_hand_from_skypilots_rows():
     assert v100.usd == pytest.approx(0.41834 + 2 * 2.604) and v100.sources == ("skypilot-v8",)
     assert prices.price("compute", "accelerator", machines.T4, "asia-east1", spot=True).usd == 0.1383
     assert prices.price("compute", "accelerator", machines.K80, "us-central1") is None  # no K80 rows: retired
+    assert prices.hourly("large_model", None, 0, "us-east4", catalog="compute").usd == 0.53293  # n1-highmem-8 row
+    assert prices.hourly("n1-highcpu-16", None, 0, "europe-west4", catalog="compute", spot=True).usd == 0.24959
     assert prices.price("compute", "accelerator", machines.P4, "us-east1") is None  # no row for that region
     g2 = prices.hourly("g2-standard-8", machines.L4, 1, "us-central1", catalog="compute")
     assert g2.missing == ("g2-standard-8",) and g2.parts[1] == ("1 x NVIDIA_L4", 0.56004)  # L4 known, VM not read

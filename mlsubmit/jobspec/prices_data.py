@@ -8,9 +8,11 @@ regions of mlsubmit's machine table. A region missing from a row has no price in
 SpotPrice; the rows of a region's zones agree). Read 2026-11-25. Machine rows are the VM alone; GPU rows are the rows
 with an empty InstanceType, AcceleratorCount 1 (one GPU), so a replica costs machine + count x GPU, as Compute Engine
 bills it (e.g. a2-highgpu-1g $0.73948 + A100 $2.93391 = $3.67339 in us-central1).
-Left unknown on purpose: K80 (no rows: retired), A100 80GB, H100 and H100 Mega (not read: the catalog's per-count H100
-rows disagree between regions by more than 2x, e.g. 4 x H100 $16.80 in us-central1 but $39.19 in us-east4), the g2,
-a3, n1-highmem and n1-highcpu machines (not read yet), and TPUs (Cloud TPU is not a Compute Engine node price).
+Left unknown on purpose: K80 (no rows: retired), A100 80GB, H100 and H100 Mega (not taken: the catalog's per-count
+H100 rows disagree between regions by more than 2x, e.g. 4 x H100 $16.80 in us-central1 but $39.19 in us-east4), the
+g2 and a3 machines (not read yet), and TPUs (Cloud TPU is not a Compute Engine node price). Taken as the source says
+although it looks odd: the A100 row in europe-west4 and asia ($1.61365, $1.70586) is about half the us-central1 one
+($2.93391); Google's page is the arbiter when they disagree (tools/refresh_prices.py reads its SKUs).
 """
 
 from __future__ import annotations
@@ -60,6 +62,61 @@ COMPUTE_MACHINES: Rows = {
         "asia-southeast1": (5.62526, 0.92928), "europe-west1": (5.01617, 1.50024),
         "europe-west4": (5.02003, 2.00808), **_us(4.55998, 1.25352),
         "us-east4": (5.13564, 1.08468), "us-west4": (5.13564, 1.56192)},
+    "n1-highmem-2": {
+        "asia-east1": (0.13698, 0.02218), "asia-northeast1": (0.15168, 0.04145),
+        "asia-southeast1": (0.14594, 0.02411), "europe-west1": (0.13014, 0.03892),
+        "europe-west4": (0.13024, 0.0521), **_us(0.1183, 0.03233),
+        "us-east4": (0.13323, 0.02764), "us-west4": (0.13323, 0.0405)},
+    "n1-highmem-4": {
+        "asia-east1": (0.27396, 0.04436), "asia-northeast1": (0.30337, 0.08291),
+        "asia-southeast1": (0.29187, 0.04822), "europe-west1": (0.26028, 0.07784),
+        "europe-west4": (0.26047, 0.1042), **_us(0.23661, 0.06466),
+        "us-east4": (0.26647, 0.05528), "us-west4": (0.26647, 0.08101)},
+    "n1-highmem-8": {
+        "asia-east1": (0.54793, 0.08873), "asia-northeast1": (0.60673, 0.16581),
+        "asia-southeast1": (0.58374, 0.09645), "europe-west1": (0.52056, 0.15569),
+        "europe-west4": (0.52094, 0.20839), **_us(0.47321, 0.12932),
+        "us-east4": (0.53293, 0.11056), "us-west4": (0.53293, 0.16202)},
+    "n1-highmem-16": {
+        "asia-east1": (1.09586, 0.17746), "asia-northeast1": (1.21346, 0.33162),
+        "asia-southeast1": (1.16749, 0.1929), "europe-west1": (1.04111, 0.31138),
+        "europe-west4": (1.04189, 0.41678), **_us(0.94642, 0.25864),
+        "us-east4": (1.06586, 0.22113), "us-west4": (1.06586, 0.32403)},
+    "n1-highmem-32": {
+        "asia-east1": (2.19171, 0.35491), "asia-northeast1": (2.42693, 0.66325),
+        "asia-southeast1": (2.33498, 0.38579), "europe-west1": (2.08222, 0.62275),
+        "europe-west4": (2.08378, 0.83357), **_us(1.89285, 0.51728),
+        "us-east4": (2.13173, 0.44226), "us-west4": (2.13173, 0.64806)},
+    "n1-highmem-64": {
+        "asia-east1": (4.38342, 0.70982), "asia-northeast1": (4.85386, 1.3265),
+        "asia-southeast1": (4.66995, 0.77158), "europe-west1": (4.16445, 1.2455),
+        "europe-west4": (4.16755, 1.66714), **_us(3.7857, 1.03456),
+        "us-east4": (4.26346, 0.88451), "us-west4": (4.26346, 1.29613)},
+    "n1-highmem-96": {
+        "asia-east1": (6.57514, 1.06474), "asia-northeast1": (7.28078, 1.98974),
+        "asia-southeast1": (7.00493, 1.15738), "europe-west1": (6.24667, 1.86826),
+        "europe-west4": (6.25133, 2.5007), **_us(5.67854, 1.55184),
+        "us-east4": (6.39518, 1.32677), "us-west4": (6.39518, 1.94419)},
+    "n1-highcpu-16": {
+        "asia-east1": (0.65628, 0.10631), "asia-northeast1": (0.72792, 0.19893),
+        "asia-southeast1": (0.69924, 0.11548), "europe-west1": (0.62349, 0.18647),
+        "europe-west4": (0.624, 0.24959), **_us(0.56679, 0.15739),
+        "us-east4": (0.63838, 0.13897), "us-west4": (0.63838, 0.19429)},
+    "n1-highcpu-32": {
+        "asia-east1": (1.31256, 0.21263), "asia-northeast1": (1.45584, 0.39785),
+        "asia-southeast1": (1.39848, 0.23096), "europe-west1": (1.24697, 0.37295),
+        "europe-west4": (1.24799, 0.49918), **_us(1.13358, 0.31478),
+        "us-east4": (1.27676, 0.27793), "us-west4": (1.27676, 0.38858)},
+    "n1-highcpu-64": {
+        "asia-east1": (2.62511, 0.42525), "asia-northeast1": (2.91168, 0.79571),
+        "asia-southeast1": (2.79695, 0.46193), "europe-west1": (2.49394, 0.74589),
+        "europe-west4": (2.49597, 0.99836), **_us(2.26715, 0.62957),
+        "us-east4": (2.55353, 0.55586), "us-west4": (2.55353, 0.77716)},
+    "n1-highcpu-96": {
+        "asia-east1": (3.93767, 0.63788), "asia-northeast1": (4.36753, 1.19356),
+        "asia-southeast1": (4.19543, 0.69289), "europe-west1": (3.74092, 1.11884),
+        "europe-west4": (3.74396, 1.49754), **_us(3.40073, 0.94435),
+        "us-east4": (3.8303, 0.83379), "us-west4": (3.8303, 1.16575)},
     # a2: the VM without its A100s (priced as accelerators below)
     "a2-highgpu-1g": {
         "asia-northeast1": (0.94803, 0.41783), "asia-southeast1": (0.9122, 0.41954),
