@@ -80,7 +80,9 @@ def test_compute_engine_gpu_nodes_by_hand_from_skypilots_rows():
     assert prices.hourly("n1-highcpu-16", None, 0, "europe-west4", catalog="compute", spot=True).usd == 0.24959
     assert prices.price("compute", "accelerator", machines.P4, "us-east1") is None  # no row for that region
     g2 = prices.hourly("g2-standard-8", machines.L4, 1, "us-central1", catalog="compute")
-    assert g2.missing == ("g2-standard-8",) and g2.parts[1] == ("1 x NVIDIA_L4", 0.56004)  # L4 known, VM not read
+    assert g2.usd == pytest.approx(0.29358 + 0.56004)  # the g2 VM row + one L4 row
+    a3 = prices.hourly("a3-highgpu-8g", machines.H100, 8, "us-central1", catalog="compute")
+    assert a3.missing == ("a3-highgpu-8g", "8 x NVIDIA_H100_80GB")  # neither taken from the catalog (yet)
 
 
 # -- rates, maxima and budgets, by hand ----------------------------------------------------------------------------

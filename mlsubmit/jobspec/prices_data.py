@@ -10,7 +10,7 @@ with an empty InstanceType, AcceleratorCount 1 (one GPU), so a replica costs mac
 bills it (e.g. a2-highgpu-1g $0.73948 + A100 $2.93391 = $3.67339 in us-central1).
 Left unknown on purpose: K80 (no rows: retired), A100 80GB, H100 and H100 Mega (not taken: the catalog's per-count
 H100 rows disagree between regions by more than 2x, e.g. 4 x H100 $16.80 in us-central1 but $39.19 in us-east4), the
-g2 and a3 machines (not read yet), and TPUs (Cloud TPU is not a Compute Engine node price). Taken as the source says
+a3 machines (not read yet), and TPUs (Cloud TPU is not a Compute Engine node price). Taken as the source says
 although it looks odd: the A100 row in europe-west4 and asia ($1.61365, $1.70586) is about half the us-central1 one
 ($2.93391); Google's page is the arbiter when they disagree (tools/refresh_prices.py reads its SKUs).
 """
@@ -117,6 +117,47 @@ COMPUTE_MACHINES: Rows = {
         "asia-southeast1": (4.19543, 0.69289), "europe-west1": (3.74092, 1.11884),
         "europe-west4": (3.74396, 1.49754), **_us(3.40073, 0.94435),
         "us-east4": (3.8303, 0.83379), "us-west4": (3.8303, 1.16575)},
+    # g2: the VM without its L4s (priced as accelerators below)
+    "g2-standard-4": {
+        "asia-east1": (0.16997, 0.0449), "asia-northeast1": (0.18851, 0.09422),
+        "asia-southeast1": (0.1811, 0.07535), "europe-west1": (0.16163, 0.05296),
+        "europe-west4": (0.15429, 0.0715), **_us(0.14679, 0.05874),
+        "us-east4": (0.14631, 0.05851), "us-west4": (0.16533, 0.05125)},
+    "g2-standard-8": {
+        "asia-east1": (0.33994, 0.08979), "asia-northeast1": (0.37702, 0.18845),
+        "asia-southeast1": (0.36219, 0.1507), "europe-west1": (0.32327, 0.10592),
+        "europe-west4": (0.30857, 0.14299), **_us(0.29358, 0.11747),
+        "us-east4": (0.29262, 0.11702), "us-west4": (0.33066, 0.1025)},
+    "g2-standard-12": {
+        "asia-east1": (0.50991, 0.13469), "asia-northeast1": (0.56553, 0.28267),
+        "asia-southeast1": (0.54329, 0.22606), "europe-west1": (0.4849, 0.15888),
+        "europe-west4": (0.46286, 0.21449), **_us(0.44038, 0.17621),
+        "us-east4": (0.43893, 0.17554), "us-west4": (0.496, 0.15374)},
+    "g2-standard-16": {
+        "asia-east1": (0.67988, 0.17958), "asia-northeast1": (0.75404, 0.3769),
+        "asia-southeast1": (0.72439, 0.30141), "europe-west1": (0.64653, 0.21184),
+        "europe-west4": (0.61714, 0.28598), **_us(0.58717, 0.23494),
+        "us-east4": (0.58525, 0.23405), "us-west4": (0.66133, 0.20499)},
+    "g2-standard-24": {
+        "asia-east1": (1.01982, 0.26938), "asia-northeast1": (1.13106, 0.56534),
+        "asia-southeast1": (1.08658, 0.45211), "europe-west1": (0.9698, 0.31776),
+        "europe-west4": (0.92571, 0.42898), **_us(0.88075, 0.35242),
+        "us-east4": (0.87787, 0.35107), "us-west4": (0.99199, 0.30749)},
+    "g2-standard-32": {
+        "asia-east1": (1.35976, 0.35917), "asia-northeast1": (1.50808, 0.75379),
+        "asia-southeast1": (1.44878, 0.60282), "europe-west1": (1.29306, 0.42368),
+        "europe-west4": (1.23429, 0.57197), **_us(1.17434, 0.46989),
+        "us-east4": (1.17049, 0.4681), "us-west4": (1.32265, 0.40998)},
+    "g2-standard-48": {
+        "asia-east1": (2.03965, 0.53875), "asia-northeast1": (2.26212, 1.13069),
+        "asia-southeast1": (2.17317, 0.90422), "europe-west1": (1.93959, 0.63552),
+        "europe-west4": (1.85143, 0.85795), **_us(1.7615, 0.70483),
+        "us-east4": (1.75574, 0.70214), "us-west4": (1.98398, 0.61498)},
+    "g2-standard-96": {
+        "asia-east1": (4.07929, 1.0775), "asia-northeast1": (4.52425, 2.26138),
+        "asia-southeast1": (4.34634, 1.80845), "europe-west1": (3.87918, 1.27104),
+        "europe-west4": (3.70286, 1.7159), **_us(3.52301, 1.40966),
+        "us-east4": (3.51147, 1.40429), "us-west4": (3.96796, 1.22995)},
     # a2: the VM without its A100s (priced as accelerators below)
     "a2-highgpu-1g": {
         "asia-northeast1": (0.94803, 0.41783), "asia-southeast1": (0.9122, 0.41954),
