@@ -12,8 +12,9 @@ Left unknown on purpose: K80 (no rows: retired); A100 80GB (not taken: its one-G
 e.g. $1.964 vs $1.8462 in us-central1); H100 and H100 Mega (not taken: the one-GPU H100 row is $4.20076 in us-central1
 but $9.79655 in us-east4 and $12.73552 in europe-west4, and 4 x H100 costs $16.80 in us-central1 vs $39.19 in
 us-east4); the a3 machines (not read yet); and TPUs (Cloud TPU is not a Compute Engine node price).
-Taken as the source says although it looks odd: the A100 row in europe-west4 and asia ($1.61365, $1.70586) is about half the us-central1 one
-($2.93391); Google's page is the arbiter when they disagree (tools/refresh_prices.py reads its SKUs).
+Taken as the source says although it looks odd: the A100 row in europe-west4 and asia ($1.61365, $1.70586) is about
+half the us-central1 one ($2.93391); Google's page is the arbiter when they disagree (tools/refresh_prices.py reads
+its SKUs).
 """
 
 from __future__ import annotations
