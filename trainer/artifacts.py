@@ -47,6 +47,8 @@ def save_models(template, model_dir: Path, backend: str = "tensorflow") -> tuple
     reason = cannot_export(backend)
     if reason:
         return [keras_path, h5_path], {"saved_model": reason}
+    if backend != "tensorflow":
+        _tensorflow_for_export()
     if hasattr(template, "export"):
         import contextlib
         import io
@@ -58,6 +60,19 @@ def save_models(template, model_dir: Path, backend: str = "tensorflow") -> tuple
 
         tf.saved_model.save(template, str(export_path))
     return [keras_path, h5_path, export_path], {}
+
+
+def _tensorflow_for_export() -> None:
+    """The JAX route's export (jax2tf) is the one place it uses TensorFlow: import it with its start-up lines hidden
+    and keep it off the GPUs, which JAX holds (TensorFlow would reserve their memory)."""
+    from mlsubmit_runtime.chatter import import_tensorflow
+
+    tf = import_tensorflow()
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except (RuntimeError, ValueError):  # already initialised (an earlier run in this process): leave it
+        pass
+    tf.get_logger().setLevel("ERROR")
 
 
 def plot_history(history: dict[str, list[float]], path: Path) -> None:
