@@ -31,11 +31,10 @@ from tests.test_trainer_backends import _manifest_lists_exactly_the_files
 REQUIREMENTS = ("keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2", "torch==2.13.0", "h5py>=3.10", "matplotlib>=3.8",
                 "tensorboard>=2.16", "google-cloud-storage>=2.16", "numpy>=1.26")
 
-# Runs `python -m trainer.task …` as users do, then says whether TensorFlow was imported (it cannot be: the venv
-# has none, and nothing on the route tries).
+# Runs `python -m trainer.task …` as users do, then says whether TensorFlow was imported (in the venv without it
+# nothing may try; where it is installed, nothing on the torch route imports it either).
 RUN = r"""
-import importlib.util, runpy, sys
-assert importlib.util.find_spec("tensorflow") is None, "this venv must not hold TensorFlow"
+import runpy, sys
 sys.argv = ["trainer.task", *sys.argv[1:]]
 try:
     runpy.run_module("trainer.task", run_name="__main__", alter_sys=True)
@@ -63,6 +62,9 @@ def no_tf_python(images_home) -> str:
                                   text=True, timeout=900)
             assert done.returncode == 0, done.stderr[-3000:]
             (home / ".complete").write_text("\n".join(REQUIREMENTS) + "\n")
+    probe = "import importlib.util as u; print(u.find_spec('tensorflow'), u.find_spec('keras') is not None)"
+    assert subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                          timeout=60).stdout.split() == ["None", "True"]  # Keras, and no TensorFlow at all
     return str(python)
 
 
@@ -129,6 +131,16 @@ def test_torch_trains_without_tensorflow_into_a_gs_job_dir(no_tf_python, gcs, tm
     metrics = json.loads(blobs["metrics.json"].download_as_bytes())
     assert (metrics["backend"], metrics["replicas"], metrics["tensorflow_version"]) == ("torch", 1, None)
     assert "torch" in metrics["formats_skipped"]["saved_model"]  # torch's own reason comes first
+
+
+@pytest.mark.slow
+def test_where_tensorflow_is_installed_the_torch_route_still_never_imports_it(tmp_path):
+    """Keras 3 probes for TensorFlow on every backend (seeding, saving) and would import it where it is installed:
+    seconds, its C++ start-up lines, its CUDA libraries beside torch's. The trainer keeps those probes from it."""
+    done = _run(sys.executable, "--backend", "torch", "--dry-run", "--job-dir", str(tmp_path / "job"))
+    _no_tensorflow(done)
+    assert "absl::InitializeLog" not in done.stderr and "cudart_stub" not in done.stderr
+    assert read_json(tmp_path / "job" / "metrics.json")["tensorflow_version"]  # installed here, never imported
 
 
 def _scalars_readable(logs: Path, epochs: int) -> None:
