@@ -16,8 +16,6 @@ asynchronously, so the next batch is gathered while the devices run the last one
 
 from __future__ import annotations
 
-import functools
-
 import keras
 import numpy as np
 
@@ -54,14 +52,16 @@ class TrainBatches(keras.utils.PyDataset):
         self.global_batch, self.seed, self.initial_epoch = global_batch, seed, initial_epoch
         self.augment = augment and self.x.ndim == 4
         self.steps = len(self.x) // global_batch
+        self._epoch: tuple[int, np.ndarray] | None = None
 
     @property
     def num_batches(self):
         return None  # endless: fit's steps_per_epoch cuts it into Keras epochs
 
-    @functools.lru_cache(maxsize=2)
     def _order(self, epoch: int) -> np.ndarray:
-        return epoch_order(self.seed, epoch, len(self.x), self.global_batch)
+        if self._epoch is None or self._epoch[0] != epoch:  # read in order: one epoch's permutation at a time
+            self._epoch = (epoch, epoch_order(self.seed, epoch, len(self.x), self.global_batch))
+        return self._epoch[1]
 
     def __getitem__(self, index: int):
         epoch, step = divmod(index, self.steps)
