@@ -69,6 +69,8 @@ STRINGS = ("invalid YAML in {flag} {file} at line 3, column {column}: its aliase
 SHORTEN = "shorten the trainer args and env values, or pass large settings to the trainer as a file in Cloud Storage"
 BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test costs no disk time
 INT64 = "9223372036854775807"
+LONG = "a" * 100_000
+TIERS = "BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU, BASIC_TPU, CUSTOM"
 
 CASES = [
     # YAML: encoding, nesting, amplification, size, duplicate keys
@@ -148,9 +150,27 @@ CASES = [
     ("jobs describe j\udcff --project p --region us-central1 --endpoint http://127.0.0.1:9", "invalid text: "
      "received 'display_name=\"j\\udcff\"', which holds '\\udcff'; expected UTF-8 text; retype it, or check the "
      "terminal's encoding"),
-    # output
-    (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 300}'; expected a file name this "
-     "system can open; File name too long"),
+    # a value typed (or pasted) by mistake: its start and its length, however long; its control characters escaped
+    (["config", "--label", LONG], f"invalid value for --label: received '{LONG[:60]}…' (100,000 characters); "
+     f"expected KEY=VALUE; write --label {LONG[:60]}…=VALUE"),
+    (["config", "--tier", "x\n" * 50_000], "invalid value for --tier: received '" + "x\\n" * 30 + "…' (100,000 "
+     f"characters); expected one of {TIERS}"),
+    (["train", "--dry-run", "--project", "p", "--region", "us-central1", "--staging-bucket", LONG], "invalid value "
+     f"for --staging-bucket: received '{LONG[:60]}…' (100,000 characters); expected gs://BUCKET[/PREFIX] with a "
+     "valid bucket name; write it as gs://BUCKET/PREFIX"),
+    (["jobs", "describe", "j", "--project", "p", "--region", "us-central1", "--endpoint", LONG], "invalid value for "
+     f"--endpoint: received '{LONG[:60]}…' (100,000 characters); expected http(s)://HOST[:PORT] of the "
+     "training-service API; for the emulator: --endpoint http://127.0.0.1:8090"),
+    (["predict", "m.keras", "-i", "x.npz", "--batch-size", LONG], f"invalid value for --batch-size: received "
+     f"'{LONG[:60]}…' (100,000 characters); expected auto or a whole number ≥ 1 (rows per batch)"),
+    (["config", "--label", "a\rb\x1b[31mc\u2028d\x85e"], r"invalid value for --label: received "
+     r"'a\rb\x1b[31mc\u2028d\x85e'; expected KEY=VALUE; write --label a\rb\x1b[31mc\u2028d\x85e=VALUE"),
+    (["config", f"--{LONG}"], f"unknown option --{LONG[:58]}… (100,002 characters) for `mlsubmit config`; see "
+     "`mlsubmit config --help`"),
+    ([LONG], f"unknown command '{LONG[:60]}…' (100,000 characters) for `mlsubmit`; expected one of train, config, "
+     "package, emulator, predict, jobs; see `mlsubmit --help`"),
+    (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 60}…' (300 characters); expected a "
+     "file name this system can open; File name too long"),
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
      "job.yaml"),
     # click's usage errors: one line, with a did-you-mean
