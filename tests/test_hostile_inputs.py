@@ -493,3 +493,88 @@ def test_request_bodies_over_the_limit_are_refused_before_staging(files, flags, 
         f"error: invalid job: {what} would be {size} bytes; expected at most 1572864 (1.5 MiB, the API's request "
         f"size limit); {SHORTEN}"]
     assert not (tmp_path / "dist").exists() and result.stdout == ""
+
+
+# .keras archives that declare more than they store: refused from the zip's directory, before Keras reads a byte
+def _deflated_spaces(mib: int) -> tuple[bytes, int]:
+    """(raw deflate stream, crc32) of `mib` MiB of spaces, built from one compressed MiB: ~1 KB per MiB."""
+    import zlib
+
+    block, packer = b" " * (1 << 20), zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)  # the dictionary reset: the same bytes each MiB
+    crc, chunk = 0, block * 64
+    for _ in range(mib // 64):
+        crc = zlib.crc32(chunk, crc)
+    return first + again * (mib - 1) + packer.flush(), crc
+
+
+def _zip(members: list[tuple[str, bytes, int, int, int]]) -> bytes:
+    """A zip archive of (name, data as stored, crc32, declared size, method: 0 stored or 8 deflated) members."""
+    import struct
+
+    out, central = bytearray(), bytearray()
+    for name, data, crc, size, method in members:
+        raw, offset = name.encode(), len(out)
+        out += struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, method, 0, 0, crc, len(data), size, len(raw), 0)
+        out += raw + data
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc, len(data), size,
+                               len(raw), 0, 0, 0, 0, 0, offset) + raw
+    count = len(members)
+    return bytes(out + central + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(central), len(out),
+                                             0))
+
+
+def _stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
+    import zlib
+
+    return name, data, zlib.crc32(data), len(data), 0
+
+
+@pytest.fixture(scope="module")
+def hostile_models(model_dir) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(model_dir / "m.keras") as real:
+        parts = {info.filename: real.read(info) for info in real.infolist()}
+    config, crc = _deflated_spaces(1024)
+    weights, weights_crc = _deflated_spaces(2048)
+    models = {
+        "config_bomb.keras": [("config.json", config, crc, 1 << 30, 8)] + [
+            _stored(n, d) for n, d in parts.items() if n != "config.json"],
+        "weights_bomb.keras": [_stored(n, d) for n, d in parts.items() if n != "model.weights.h5"] + [
+            ("model.weights.h5", weights, weights_crc, 2 << 30, 8)],
+        "many.keras": [_stored(n, d) for n, d in parts.items()] + [_stored(f"assets/{i}", b"") for i in range(20_000)],
+        "escape.keras": [_stored(n, d) for n, d in parts.items()] + [_stored("assets/../../evil.txt", b"x")],
+    }
+    for name, members in models.items():
+        (model_dir / name).write_bytes(_zip(members))
+    return model_dir
+
+
+NOT_KERAS = "this is not an archive Keras wrote; save the model again with model.save()"
+ARCHIVE_CASES = [
+    ("config_bomb.keras", "member config.json declares 1,073,741,824 bytes; expected at most 67,108,864 (64 MiB) "
+     "for a file Keras reads whole into memory"),
+    ("weights_bomb.keras", "member model.weights.h5 declares 2,147,483,648 bytes stored in {stored}; expected at "
+     "most 100× (Keras stores members uncompressed)"),  # about 2 MB: how well zlib packs depends on its version
+    ("many.keras", "it declares 20,003 members; expected at most 1,000 (Keras writes three, plus assets)"),
+    ("escape.keras", "member 'assets/../../evil.txt' has a path outside the archive; expected paths inside it"),
+]
+
+
+@pytest.mark.parametrize("model, says", ARCHIVE_CASES, ids=[case[0] for case in ARCHIVE_CASES])
+def test_a_keras_archive_is_bounded_by_what_it_declares(model, says, hostile_models):
+    """Keras 3 reads config.json whole and the weights into memory, refusing only members over 4 GiB: a 1 MB file
+    declaring 1 GiB of config or 2 GiB of weights is refused from the zip directory, in bounded time and memory."""
+    import sys
+    import zipfile
+
+    if "{stored}" in says:
+        with zipfile.ZipFile(hostile_models / model) as archive:
+            stored = archive.getinfo("model.weights.h5").compress_size
+        says = says.replace("{stored}", f"{stored:,} ({(2 << 30) // stored:,}× compressed)")
+    code, out, err, seconds, peak = run_bounded([sys.executable, "-m", "mlsubmit", "predict", model, "-i", "ok.npz"],
+                                                hostile_models)
+    assert (code, out, err) == (2, "", [f"error: invalid value for MODEL: {model} is not loaded: {says}; {NOT_KERAS}"])
+    assert seconds < 5 and peak < 200, f"{seconds:.1f} s of CPU, {peak} MiB"
