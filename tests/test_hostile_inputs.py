@@ -535,6 +535,8 @@ def _stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
 def hostile_models(model_dir) -> Path:
     import zipfile
 
+    import keras
+
     with zipfile.ZipFile(model_dir / "m.keras") as real:
         parts = {info.filename: real.read(info) for info in real.infolist()}
     config, crc = _deflated_spaces(1024)
@@ -547,12 +549,31 @@ def hostile_models(model_dir) -> Path:
         "many.keras": [_stored(n, d) for n, d in parts.items()] + [_stored(f"assets/{i}", b"") for i in range(20_000)],
         "escape.keras": [_stored(n, d) for n, d in parts.items()] + [_stored("assets/../../evil.txt", b"x")],
     }
+    (model_dir / "inner.h5").write_bytes(parts["model.weights.h5"])
+    _fill_value_bomb(model_dir / "inner.h5", "layers/dense/vars/0")
+    models["weights_fill.keras"] = [_stored(n, d) for n, d in parts.items() if n != "model.weights.h5"] + [
+        _stored("model.weights.h5", (model_dir / "inner.h5").read_bytes())]
     for name, members in models.items():
         (model_dir / name).write_bytes(_zip(members))
+    keras.models.load_model(model_dir / "m.keras").save(model_dir / "fill.h5")  # the legacy HDF5 format
+    _fill_value_bomb(model_dir / "fill.h5", "model_weights/dense/dense/kernel")
     return model_dir
 
 
-NOT_KERAS = "this is not an archive Keras wrote; save the model again with model.save()"
+def _fill_value_bomb(path: Path, dataset: str) -> None:
+    """Replace `dataset` by a chunked 30,000 x 30,000 float32 one (3.6 GB, under Keras's 4 GiB guard) never written:
+    nothing stored, read as its fill value."""
+    import h5py
+
+    with h5py.File(path, "r+") as weights:
+        del weights[dataset]
+        weights.create_dataset(dataset, shape=(30_000, 30_000), dtype="float32", chunks=(1000, 1000),
+                               compression="gzip")
+
+
+FILL = ("3,600,000,000 bytes (30000, 30000) stored in 0; expected at most 100× what it stores (weights Keras saved "
+        "are stored whole)")
+NOT_KERAS = "this is not a model file Keras wrote; save the model again with model.save()"
 ARCHIVE_CASES = [
     ("config_bomb.keras", "member config.json declares 1,073,741,824 bytes; expected at most 67,108,864 (64 MiB) "
      "for a file Keras reads whole into memory"),
@@ -560,6 +581,8 @@ ARCHIVE_CASES = [
      "most 100× (Keras stores members uncompressed)"),  # about 2 MB: how well zlib packs depends on its version
     ("many.keras", "it declares 20,003 members; expected at most 1,000 (Keras writes three, plus assets)"),
     ("escape.keras", "member 'assets/../../evil.txt' has a path outside the archive; expected paths inside it"),
+    ("weights_fill.keras", f"member model.weights.h5: dataset layers/dense/vars/0 declares {FILL}"),
+    ("fill.h5", f"dataset model_weights/dense/dense/kernel declares {FILL}"),
 ]
 
 
@@ -578,3 +601,4 @@ def test_a_keras_archive_is_bounded_by_what_it_declares(model, says, hostile_mod
                                                 hostile_models)
     assert (code, out, err) == (2, "", [f"error: invalid value for MODEL: {model} is not loaded: {says}; {NOT_KERAS}"])
     assert seconds < 5 and peak < 200, f"{seconds:.1f} s of CPU, {peak} MiB"
+
