@@ -602,3 +602,26 @@ def test_a_keras_archive_is_bounded_by_what_it_declares(model, says, hostile_mod
     assert (code, out, err) == (2, "", [f"error: invalid value for MODEL: {model} is not loaded: {says}; {NOT_KERAS}"])
     assert seconds < 5 and peak < 200, f"{seconds:.1f} s of CPU, {peak} MiB"
 
+
+
+LONG_LINE = """
+import resource, sys
+from mlsubmit.local.runner import Replica, Runner
+chatty = "import sys; sys.stdout.write('x' * 50_000_000); sys.stdout.flush()"  # 50 MB, never a newline
+seen = []
+outcome = Runner([Replica("chief-0", "chief", (sys.executable, "-c", chatty), {}, ".")],
+                 sink=lambda line: seen.append(len(line)), on_line=lambda name, line: None).run()
+print(outcome.state, len(seen), max(seen), sum(seen), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)
+"""
+
+
+def test_a_replica_line_without_end_is_passed_on_in_bounded_pieces(tmp_path):
+    """A replica printing 50 MB without a newline (train --local, the emulator's log store) is read 64 Ki characters
+    at a time, each piece a line of its own: nothing holds the whole line."""
+    import sys
+
+    code, out, err, seconds, peak = run_bounded([sys.executable, "-c", LONG_LINE], tmp_path)
+    state, pieces, longest, total, runner_peak = out.split()  # peak: of the replica, which holds its 50 MB
+    assert (code, state, int(longest)) == (0, "SUCCEEDED", 65_536 + len("[chief-0] ")), err
+    assert int(total) == 50_000_000 + int(pieces) * len("[chief-0] ")  # every character passed on
+    assert seconds < 10 and int(runner_peak) < 60, f"{seconds:.1f} s of CPU, the runner's peak {runner_peak} MiB"
