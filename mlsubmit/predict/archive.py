@@ -94,8 +94,11 @@ def _bounds_problem(path: Path) -> str | None:
         return f"it holds {len(infos):,} members; expected at most {MAX_MEMBERS:,} (Keras writes three, plus assets)"
     problem = next((problem for problem in map(_member_problem, infos) if problem), None)
     if problem is None and WEIGHTS in {info.filename for info in infos}:
-        with zipfile.ZipFile(path) as archive, archive.open(WEIGHTS) as weights:
-            problem = _h5_problem(weights, f"member {WEIGHTS}: ")
+        try:
+            with zipfile.ZipFile(path) as archive, archive.open(WEIGHTS) as weights:
+                problem = _h5_problem(weights, f"member {WEIGHTS}: ")
+        except OSError as exc:  # h5py's "Unable to open file": not the archive's fault, the member's
+            problem = f"member {WEIGHTS} is not an HDF5 file ({(str(exc).splitlines() or [''])[0][:160]})"
     return problem
 
 
