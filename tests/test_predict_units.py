@@ -366,3 +366,16 @@ def test_a_job_dir_that_cannot_fit_in_the_cache_downloads_nothing(tmp_path):
                  r"has [\d,]+ bytes free; free some space, or set MLSUBMIT_HOME to a larger disk"):
         _check_space("gs://b/run", cache, entries)
     _check_space("gs://b/run", cache, entries[1:])  # 1 MiB fits
+
+
+def test_a_gcs_listing_keeps_only_what_it_needs(gcs, tmp_path):
+    """A prefix of millions of objects (a bucket's root by mistake) is never held whole: the manifest's files, the
+    listing ending once all are found; else the first `most` + 1 (enough to say "more than")."""
+    from mlsubmit.emulator.gcs_emulator import storage_client
+    from mlsubmit.predict.sources import _listing
+
+    _, bucket_name = gcs
+    _upload(storage_client().bucket(bucket_name), _fake_job_dir(tmp_path / "job"), "runs/listed")
+    uri = f"gs://{bucket_name}/runs/listed"
+    assert list(_listing(uri, {"metrics.json"})) == ["metrics.json"]
+    assert len(_listing(uri, most=1)) == 2 and len(_listing(uri)) == 4  # MANIFEST.json and three files

@@ -149,19 +149,27 @@ def local_job_dir(name: str) -> ModelSource:
     return ModelSource(name, model, metrics, "job dir")
 
 
-def _listing(uri: str) -> dict[str, ObjectInfo]:
-    """Every object below the gs:// prefix, by path relative to it (one list request per 1,000 objects)."""
+def _listing(uri: str, wanted: set[str] | None = None, most: int = 1_000) -> dict[str, ObjectInfo]:
+    """The objects below the gs:// prefix, by path relative to it (one list request per 1,000 objects): those in
+    `wanted`, the listing ending once all are found; without `wanted`, at most `most` + 1 of them. A prefix of
+    millions of objects (a bucket's root given by mistake) is never held in memory."""
     from mlsubmit.emulator.gcs_emulator import storage_client
 
     bucket_name, prefix = split_gcs(uri)
     prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    found: dict[str, ObjectInfo] = {}
     try:
-        blobs = list(storage_client().list_blobs(bucket_name, prefix=prefix))
+        for blob in storage_client().list_blobs(bucket_name, prefix=prefix):
+            path = blob.name[len(prefix):]
+            if wanted is None or path in wanted:
+                found[path] = ObjectInfo(f"gs://{bucket_name}/{blob.name}", int(blob.size or 0),
+                                         Checksums(blob.crc32c, blob.md5_hash))
+            if len(found) == (len(wanted) if wanted is not None else most + 1):
+                break
     except Exception as exc:  # stat() of the manifest already told a missing bucket or credentials apart
         raise OperationFailed(f"cannot list {uri}: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}",
                               hint="run the same command again") from None
-    return {b.name[len(prefix):]: ObjectInfo(f"gs://{bucket_name}/{b.name}", int(b.size or 0),
-                                             Checksums(b.crc32c, b.md5_hash)) for b in blobs}
+    return found
 
 
 def _cached_copy(path: Path, remote: ObjectInfo, sha256: str | None = None) -> bool:
@@ -180,7 +188,8 @@ def gcs_job_dir(name: str, cache: Cache) -> ModelSource:
     remote_manifest = stat(f"{uri}/{MANIFEST}")  # also reports a missing bucket, refused access, no credentials
     if remote_manifest is None:
         listing = _listing(uri)
-        found = f"{len(listing)} file(s) there" if listing else "the prefix is empty or does not exist"
+        count = f"{len(listing)}" if len(listing) <= 1_000 else "more than 1,000"
+        found = f"{count} file(s) there" if listing else "the prefix is empty or does not exist"
         raise _incomplete(name, f"no {MANIFEST} ({found})")
     _check_json_size(name, MANIFEST, remote_manifest.size)
     temp = get_file(f"{uri}/{MANIFEST}", cache.temp_file())
@@ -188,7 +197,7 @@ def gcs_job_dir(name: str, cache: Cache) -> ModelSource:
         entries = parse_manifest(name, temp.read_bytes())
     finally:
         temp.unlink(missing_ok=True)
-    listing = _listing(uri)
+    listing = _listing(uri, {entry.path for entry in entries})
     for entry in entries:  # every file there, with its listed size, before anything is downloaded
         remote = listing.get(entry.path)
         if remote is None:
