@@ -192,3 +192,56 @@ def test_a_stalled_body_gets_408_within_the_read_timeout(training_emulator):
     assert time.monotonic() - started < READ_TIMEOUT + 3
     assert status == 408 and json.loads(body)["error"]["status"] == "DEADLINE_EXCEEDED"
     assert headers["connection"] == "close"
+
+
+def _tuning_body(uri: str) -> dict:
+    return {"displayName": "study", "maxTrialCount": 1, "parallelTrialCount": 1,
+            "studySpec": {"metrics": [{"metricId": "m", "goal": "MAXIMIZE"}],
+                          "parameters": [{"parameterId": "p", "doubleValueSpec": {"minValue": 0, "maxValue": 1}}]},
+            "trialJobSpec": vertex_body(uri)["jobSpec"]}
+
+
+def _with(body: dict, path: tuple, value) -> dict:
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+LABELS = {f"k{i}": "v" for i in range(65)}
+ENV = [{"name": f"V{i}", "value": "1"} for i in range(101)]
+POOL = ("jobSpec", "workerPoolSpecs", 0, "pythonPackageSpec", "env")
+
+
+@pytest.mark.parametrize("path, make, field, says", [
+    (LIST, lambda uri: _with(vertex_body(uri), ("labels",), LABELS), "labels",
+     "at most 64 labels are allowed on a resource; received 65"),
+    (LIST, lambda uri: _with(vertex_body(uri), POOL, ENV), "jobSpec.workerPoolSpecs[0].pythonPackageSpec.env",
+     "at most 100 environment variables are allowed; received 101"),
+    ("/v1/projects/ok-project/jobs", lambda uri: _with(legacy_body(uri), ("labels",), LABELS), "labels",
+     "at most 64 labels are allowed on a resource; received 65"),
+    ("/v1/projects/ok-project/locations/us-central1/hyperparameterTuningJobs",
+     lambda uri: _with(_tuning_body(uri), ("trialJobSpec",) + POOL[1:], ENV),
+     "trialJobSpec.workerPoolSpecs[0].pythonPackageSpec.env",
+     "at most 100 environment variables are allowed; received 101"),
+], ids=["vertex labels", "vertex env", "legacy labels", "tuning trial env"])
+def test_label_and_env_counts_over_the_service_limits_are_400_and_leave_no_job(training_emulator, task_package, path,
+                                                                                make, field, says):
+    """The limits mlsubmit checks before sending (mlsubmit.jobspec.limits), enforced by the emulator as the service
+    does: a client that skips them (gcloud, curl, an older mlsubmit) gets INVALID_ARGUMENT, and nothing is stored."""
+    _, uri = task_package
+    before = job_count(training_emulator)
+    status, answer = training_emulator.raw("POST", path, json.dumps(make(uri)).encode())
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT", answer
+    violations = answer["error"]["details"][0]["fieldViolations"]
+    assert violations == [{"field": field, "description": says}], violations
+    assert job_count(training_emulator) == before
+
+
+def test_label_and_env_counts_at_the_limits_are_accepted():
+    from mlsubmit.emulator.validation import checked_body
+
+    body = _with(vertex_body("gs://b/p.tar.gz"), ("labels",), dict(list(LABELS.items())[:64]))
+    body = _with(body, POOL, ENV[:100])
+    assert checked_body("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", body)["labels"] == body["labels"]

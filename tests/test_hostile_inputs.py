@@ -69,6 +69,8 @@ STRINGS = ("invalid YAML in {flag} {file} at line 3, column {column}: its aliase
 SHORTEN = "shorten the trainer args and env values, or pass large settings to the trainer as a file in Cloud Storage"
 BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test costs no disk time
 INT64 = "9223372036854775807"
+LONG = "a" * 100_000
+TIERS = "BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU, BASIC_TPU, CUSTOM"
 
 CASES = [
     # YAML: encoding, nesting, amplification, size, duplicate keys
@@ -148,9 +150,27 @@ CASES = [
     ("jobs describe j\udcff --project p --region us-central1 --endpoint http://127.0.0.1:9", "invalid text: "
      "received 'display_name=\"j\\udcff\"', which holds '\\udcff'; expected UTF-8 text; retype it, or check the "
      "terminal's encoding"),
-    # output
-    (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 300}'; expected a file name this "
-     "system can open; File name too long"),
+    # a value typed (or pasted) by mistake: its start and its length, however long; its control characters escaped
+    (["config", "--label", LONG], f"invalid value for --label: received '{LONG[:60]}…' (100,000 characters); "
+     f"expected KEY=VALUE; write --label {LONG[:60]}…=VALUE"),
+    (["config", "--tier", "x\n" * 50_000], "invalid value for --tier: received '" + "x\\n" * 30 + "…' (100,000 "
+     f"characters); expected one of {TIERS}"),
+    (["train", "--dry-run", "--project", "p", "--region", "us-central1", "--staging-bucket", LONG], "invalid value "
+     f"for --staging-bucket: received '{LONG[:60]}…' (100,000 characters); expected gs://BUCKET[/PREFIX] with a "
+     "valid bucket name; write it as gs://BUCKET/PREFIX"),
+    (["jobs", "describe", "j", "--project", "p", "--region", "us-central1", "--endpoint", LONG], "invalid value for "
+     f"--endpoint: received '{LONG[:60]}…' (100,000 characters); expected http(s)://HOST[:PORT] of the "
+     "training-service API; for the emulator: --endpoint http://127.0.0.1:8090"),
+    (["predict", "m.keras", "-i", "x.npz", "--batch-size", LONG], f"invalid value for --batch-size: received "
+     f"'{LONG[:60]}…' (100,000 characters); expected auto or a whole number ≥ 1 (rows per batch)"),
+    (["config", "--label", "a\rb\x1b[31mc\u2028d\x85e"], r"invalid value for --label: received "
+     r"'a\rb\x1b[31mc\u2028d\x85e'; expected KEY=VALUE; write --label a\rb\x1b[31mc\u2028d\x85e=VALUE"),
+    (["config", f"--{LONG}"], f"unknown option --{LONG[:58]}… (100,002 characters) for `mlsubmit config`; see "
+     "`mlsubmit config --help`"),
+    ([LONG], f"unknown command '{LONG[:60]}…' (100,000 characters) for `mlsubmit`; expected one of train, config, "
+     "package, emulator, predict, jobs; see `mlsubmit --help`"),
+    (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 60}…' (300 characters); expected a "
+     "file name this system can open; File name too long"),
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
      "job.yaml"),
     # click's usage errors: one line, with a did-you-mean
@@ -473,3 +493,135 @@ def test_request_bodies_over_the_limit_are_refused_before_staging(files, flags, 
         f"error: invalid job: {what} would be {size} bytes; expected at most 1572864 (1.5 MiB, the API's request "
         f"size limit); {SHORTEN}"]
     assert not (tmp_path / "dist").exists() and result.stdout == ""
+
+
+# .keras archives that declare more than they store: refused from the zip's directory, before Keras reads a byte
+def _deflated_spaces(mib: int) -> tuple[bytes, int]:
+    """(raw deflate stream, crc32) of `mib` MiB of spaces, built from one compressed MiB: ~1 KB per MiB."""
+    import zlib
+
+    block, packer = b" " * (1 << 20), zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)  # the dictionary reset: the same bytes each MiB
+    crc, chunk = 0, block * 64
+    for _ in range(mib // 64):
+        crc = zlib.crc32(chunk, crc)
+    return first + again * (mib - 1) + packer.flush(), crc
+
+
+def _zip(members: list[tuple[str, bytes, int, int, int]]) -> bytes:
+    """A zip archive of (name, data as stored, crc32, declared size, method: 0 stored or 8 deflated) members."""
+    import struct
+
+    out, central = bytearray(), bytearray()
+    for name, data, crc, size, method in members:
+        raw, offset = name.encode(), len(out)
+        out += struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, method, 0, 0, crc, len(data), size, len(raw), 0)
+        out += raw + data
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc, len(data), size,
+                               len(raw), 0, 0, 0, 0, 0, offset) + raw
+    count = len(members)
+    return bytes(out + central + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(central), len(out),
+                                             0))
+
+
+def _stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
+    import zlib
+
+    return name, data, zlib.crc32(data), len(data), 0
+
+
+@pytest.fixture(scope="module")
+def hostile_models(model_dir) -> Path:
+    import zipfile
+
+    import keras
+
+    with zipfile.ZipFile(model_dir / "m.keras") as real:
+        parts = {info.filename: real.read(info) for info in real.infolist()}
+    config, crc = _deflated_spaces(1024)
+    weights, weights_crc = _deflated_spaces(2048)
+    models = {
+        "config_bomb.keras": [("config.json", config, crc, 1 << 30, 8)] + [
+            _stored(n, d) for n, d in parts.items() if n != "config.json"],
+        "weights_bomb.keras": [_stored(n, d) for n, d in parts.items() if n != "model.weights.h5"] + [
+            ("model.weights.h5", weights, weights_crc, 2 << 30, 8)],
+        "many.keras": [_stored(n, d) for n, d in parts.items()] + [_stored(f"assets/{i}", b"") for i in range(20_000)],
+        "escape.keras": [_stored(n, d) for n, d in parts.items()] + [_stored("assets/../../evil.txt", b"x")],
+    }
+    (model_dir / "inner.h5").write_bytes(parts["model.weights.h5"])
+    _fill_value_bomb(model_dir / "inner.h5", "layers/dense/vars/0")
+    models["weights_fill.keras"] = [_stored(n, d) for n, d in parts.items() if n != "model.weights.h5"] + [
+        _stored("model.weights.h5", (model_dir / "inner.h5").read_bytes())]
+    for name, members in models.items():
+        (model_dir / name).write_bytes(_zip(members))
+    keras.models.load_model(model_dir / "m.keras").save(model_dir / "fill.h5")  # the legacy HDF5 format
+    _fill_value_bomb(model_dir / "fill.h5", "model_weights/dense/dense/kernel")
+    return model_dir
+
+
+def _fill_value_bomb(path: Path, dataset: str) -> None:
+    """Replace `dataset` by a chunked 30,000 x 30,000 float32 one (3.6 GB, under Keras's 4 GiB guard) never written:
+    nothing stored, read as its fill value."""
+    import h5py
+
+    with h5py.File(path, "r+") as weights:
+        del weights[dataset]
+        weights.create_dataset(dataset, shape=(30_000, 30_000), dtype="float32", chunks=(1000, 1000),
+                               compression="gzip")
+
+
+FILL = ("3,600,000,000 bytes (30000, 30000) stored in 0; expected at most 100× what it stores (weights Keras saved "
+        "are stored whole)")
+NOT_KERAS = "this is not a model file Keras wrote; save the model again with model.save()"
+ARCHIVE_CASES = [
+    ("config_bomb.keras", "member config.json declares 1,073,741,824 bytes; expected at most 67,108,864 (64 MiB) "
+     "for a file Keras reads whole into memory"),
+    ("weights_bomb.keras", "member model.weights.h5 declares 2,147,483,648 bytes stored in {stored}; expected at "
+     "most 100× (Keras stores members uncompressed)"),  # about 2 MB: how well zlib packs depends on its version
+    ("many.keras", "it declares 20,003 members; expected at most 1,000 (Keras writes three, plus assets)"),
+    ("escape.keras", "member 'assets/../../evil.txt' has a path outside the archive; expected paths inside it"),
+    ("weights_fill.keras", f"member model.weights.h5: dataset layers/dense/vars/0 declares {FILL}"),
+    ("fill.h5", f"dataset model_weights/dense/dense/kernel declares {FILL}"),
+]
+
+
+@pytest.mark.parametrize("model, says", ARCHIVE_CASES, ids=[case[0] for case in ARCHIVE_CASES])
+def test_a_keras_archive_is_bounded_by_what_it_declares(model, says, hostile_models):
+    """Keras 3 reads config.json whole and the weights into memory, refusing only members over 4 GiB: a 1 MB file
+    declaring 1 GiB of config or 2 GiB of weights is refused from the zip directory, in bounded time and memory."""
+    import sys
+    import zipfile
+
+    if "{stored}" in says:
+        with zipfile.ZipFile(hostile_models / model) as archive:
+            stored = archive.getinfo("model.weights.h5").compress_size
+        says = says.replace("{stored}", f"{stored:,} ({(2 << 30) // stored:,}× compressed)")
+    code, out, err, seconds, peak = run_bounded([sys.executable, "-m", "mlsubmit", "predict", model, "-i", "ok.npz"],
+                                                hostile_models)
+    assert (code, out, err) == (2, "", [f"error: invalid value for MODEL: {model} is not loaded: {says}; {NOT_KERAS}"])
+    assert seconds < 5 and peak < 200, f"{seconds:.1f} s of CPU, {peak} MiB"
+
+
+
+LONG_LINE = """
+import resource, sys
+from mlsubmit.local.runner import Replica, Runner
+chatty = "import sys; sys.stdout.write('x' * 50_000_000); sys.stdout.flush()"  # 50 MB, never a newline
+seen = []
+outcome = Runner([Replica("chief-0", "chief", (sys.executable, "-c", chatty), {}, ".")],
+                 sink=lambda line: seen.append(len(line)), on_line=lambda name, line: None).run()
+print(outcome.state, len(seen), max(seen), sum(seen), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)
+"""
+
+
+def test_a_replica_line_without_end_is_passed_on_in_bounded_pieces(tmp_path):
+    """A replica printing 50 MB without a newline (train --local, the emulator's log store) is read 64 Ki characters
+    at a time, each piece a line of its own: nothing holds the whole line."""
+    import sys
+
+    code, out, err, seconds, peak = run_bounded([sys.executable, "-c", LONG_LINE], tmp_path)
+    state, pieces, longest, total, runner_peak = out.split()  # peak: of the replica, which holds its 50 MB
+    assert (code, state, int(longest)) == (0, "SUCCEEDED", 65_536 + len("[chief-0] ")), err
+    assert int(total) == 50_000_000 + int(pieces) * len("[chief-0] ")  # every character passed on
+    assert seconds < 10 and int(runner_peak) < 60, f"{seconds:.1f} s of CPU, the runner's peak {runner_peak} MiB"
