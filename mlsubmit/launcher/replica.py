@@ -17,7 +17,7 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
                  offset map `offsets` {role: first index} says where each role starts.
     addresses    ["host:port", …] every replica's, in `roles` order; or
     address_pattern  "{job}-{role}-{index}.svc:2222" (fields: job, role, index, rank = place in roles order)
-    job_dir, packages [local path | file:// | gs:// | /gcs/…] installed in order, module, args (passed EXACTLY),
+    job_dir, packages [local path | file:// | gs:// | /gcs/… | {"name": FILE, "data": BASE64}] installed in order, module, args (passed EXACTLY),
     env {NAME: value} (the job's own variables, set last), coordinator (default true: JAX/Keras/torch variables)
     control      "host:port" of the submitting side: lines go there as JSON, it may send {"chief_done": true} or
                  {"stop": true}; losing it stops the replica (so nothing outlives the submitting mlsubmit).
@@ -55,6 +55,7 @@ SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOI
                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "MLSUBMIT_EMULATE_DEVICES",
                      SPEC_VARIABLE)
 INSTALL_FAILED, BAD_SPEC = 3, 2
+LAUNCHER_SOURCE = None  # this file's text where it runs without a file (mlsubmit.launcher.shipped sets it)
 
 
 class SpecError(ValueError):
@@ -199,7 +200,15 @@ def _gcs_token(environ):
 
 
 def fetch(uri, into, environ):
-    """A local copy of package `uri` inside directory `into` (local paths are used where they are)."""
+    """A local copy of package `uri` inside directory `into` (local paths are used where they are). A package
+    shipped inside the spec is {"name": FILE, "data": BASE64}."""
+    if isinstance(uri, dict):
+        import base64
+
+        target = os.path.join(into, os.path.basename(uri["name"]))
+        with open(target, "wb") as out:
+            out.write(base64.b64decode(uri["data"]))
+        return target
     if uri.startswith("file://"):
         return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
     if not uri.startswith("gs://"):
@@ -232,7 +241,8 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
-def venv_key(digests, python_version=sys.version_info):
+def venv_key(digests, python_version=None):
+    python_version = python_version or tuple(sys.version_info[:2])
     key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
     return f"{key[:16]}-py{python_version[0]}{python_version[1]}"
 
@@ -483,6 +493,37 @@ def main(argv=None):
     except (SpecError, ValueError, KeyError, TypeError, OSError) as err:
         print(f"[launcher] error: {err}", file=sys.stderr)
         return BAD_SPEC
+
+
+
+# -- for the targets: run on the node that an engine placed a replica on -----------------------------------------
+def free_port():
+    """A port of this node that could be bound just now (the engine gathers them into the replicas' addresses)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def run_in_subprocess(spec):
+    """Run the launcher for `spec` (a dict) in a child process of this one, tied to it (it dies with this process),
+    its lines going to the spec's `control` address; returns its exit status. What a Spark task, a Dask task or a
+    Ray actor calls: the work happens in the child, so the engine's own process stays responsive."""
+    text = LAUNCHER_SOURCE or open(__file__, encoding="utf-8").read()
+    env = {k: v for k, v in os.environ.items() if k != SPEC_VARIABLE}
+    env[SPEC_VARIABLE] = json.dumps(spec)
+    process = subprocess.Popen([sys.executable, "-c", text], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+                               start_new_session=True,
+                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    try:
+        _, err = process.communicate()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if process.returncode == BAD_SPEC and err:
+        raise RuntimeError(err.strip().splitlines()[-1])
+    return process.returncode
 
 
 if __name__ == "__main__":
