@@ -41,8 +41,9 @@ class Engine(abc.ABC):
         """Join the cluster (after `reachable` said it answers). UsageError when it cannot."""
 
     @abc.abstractmethod
-    def free_slots(self) -> int:
-        """How many replicas the cluster can run at once right now (one per executor core, worker or CPU)."""
+    def free_slots(self, need: int = 1) -> int:
+        """How many replicas the cluster can run at once right now (one per executor core, worker or CPU); an
+        engine whose resources arrive after it connects may wait a little for `need`."""
 
     @abc.abstractmethod
     def run(self, job_id: str, specs: Sequence[dict[str, Any]]) -> list[int]:

@@ -97,7 +97,7 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
     engine.reachable()
     engine.connect()
     try:
-        free = engine.free_slots()
+        free = engine.free_slots(need)
         if need > free:
             raise UsageError(f"the job needs {need} replica slots on {engine.where()}, which has {free} free",
                              hint="use fewer --workers/--ps/evaluators, or add workers to the cluster")

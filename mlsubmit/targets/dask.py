@@ -36,7 +36,7 @@ class DaskEngine(Engine):
         busy = {w for w, keys in self.client.processing().items() if keys}
         return sorted((address, info["host"]) for address, info in workers.items() if address not in busy)
 
-    def free_slots(self) -> int:
+    def free_slots(self, need: int = 1) -> int:
         return len(self._free_workers())
 
     def run(self, job_id: str, specs: Sequence[dict[str, Any]]) -> list[int]:

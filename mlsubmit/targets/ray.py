@@ -50,7 +50,7 @@ class RayEngine(Engine):
                              hint="ray:// is the Ray Client port of the head (10001 by default)") from None
         self.connected = True
 
-    def free_slots(self) -> int:
+    def free_slots(self, need: int = 1) -> int:
         import ray
 
         return int(ray.available_resources().get("CPU", 0))
