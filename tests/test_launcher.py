@@ -17,28 +17,8 @@ import pytest
 from mlsubmit.jobspec.spec import JobSpec, Pool
 from mlsubmit.launcher import replica, source
 from mlsubmit.local import children, local_job
+from tests.support.engine_checks import TASK, tiny_project
 
-TASK = '''\
-import json, os, socket, sys, time
-cfg = json.loads(os.environ["TF_CONFIG"])
-task = cfg["task"]
-print("role", task["type"], task["index"], "rank", os.environ.get("RANK"), "args", sys.argv[1:], flush=True)
-print("cwd", os.getcwd(), flush=True)
-if "--fail" in sys.argv and task["type"] == "worker":
-    print("the worker fails on purpose", flush=True)
-    sys.exit(7)
-if task["type"] == "chief":
-    host, port = cfg["cluster"]["chief"][0].rsplit(":", 1)
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((host, int(port)))
-    server.listen()
-    time.sleep(3)
-    print("chief done", flush=True)
-else:
-    while True:  # a parameter server: runs until the service stops it
-        time.sleep(0.2)
-'''
 
 
 def _spec(**pools):
@@ -113,11 +93,8 @@ def test_the_launcher_imports_nothing_but_the_standard_library():
 @pytest.fixture(scope="module")
 def tiny_sdist(tmp_path_factory):
     from mlsubmit import packaging
-    from support.tiny_package import make_project
 
-    root = tmp_path_factory.mktemp("proj")
-    package = make_project(root, task=TASK)
-    (root / "setup.py").write_text((root / "setup.py").read_text().replace('["requests>=2", "numpy"]', "[]"))
+    package = tiny_project(tmp_path_factory.mktemp("proj"))
     return packaging.write_sdist(packaging.plan_sdist(package, None), tmp_path_factory.mktemp("dist")).path
 
 
