@@ -69,6 +69,7 @@ class SparkEngine(Engine):
         super().__init__(address)
         self.context: Any = None
         self.job_id = ""
+        self.log = _driver_log()  # removed when the application ends
 
     def connect(self) -> None:
         from pyspark import SparkConf, SparkContext
@@ -80,7 +81,7 @@ class SparkEngine(Engine):
         if os.environ.get("SPARK_LOCAL_IP"):
             conf.set("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
         try:
-            with _jvm_output_to(_driver_log()):  # the JVM's start-up lines and later logs: a file, not the terminal
+            with _jvm_output_to(self.log):  # the JVM's start-up lines and later logs: a file, not the terminal
                 self.context = SparkContext(conf=conf)
         except Exception as err:  # noqa: BLE001 - py4j and Spark raise their own types
             raise UsageError(f"cannot start a Spark application on {self.where()}: {str(err).splitlines()[0]}") \
@@ -129,6 +130,8 @@ class SparkEngine(Engine):
             except Exception:  # noqa: BLE001
                 pass
             self.context = None
+        if os.path.exists(self.log):
+            os.unlink(self.log)
 
 
 ENGINE = SparkEngine
