@@ -77,9 +77,11 @@ def job_processes(job_id: str) -> list[int]:
     return found
 
 
-def check_synchronous_chief_and_worker(cluster, tmp: Path, home: Path) -> None:
-    """The bundled trainer as chief + worker: both end with bit-identical weights; `jobs` sees the record."""
-    done = train(cluster, "--package-path", str(ROOT / "trainer"), "--workers", "1", "--job-name", "sync_job",
+def check_synchronous_chief_and_worker(cluster, tmp: Path, home: Path, evaluator: bool = False) -> None:
+    """The bundled trainer as chief + worker (+ evaluator): chief and worker end with bit-identical weights, the
+    evaluator follows their checkpoints and ends on its own; `jobs` sees the record."""
+    more = ("--evaluators", "1") if evaluator else ()
+    done = train(cluster, "--package-path", str(ROOT / "trainer"), "--workers", "1", *more, "--job-name", "sync_job",
                  "--job-dir", "job", "--", "--data", "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16",
                  "--steps-per-epoch", "3", home=home, cwd=tmp)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -87,7 +89,9 @@ def check_synchronous_chief_and_worker(cluster, tmp: Path, home: Path) -> None:
                for r in ("chief-0", "worker-0")}
     assert digests["chief-0"] == digests["worker-0"]
     assert re.search(r"job sync_job SUCCEEDED in [\d.]+ s on \w+://127.0.0.1:\d+ — exit codes: chief-0 0, "
-                     r"worker-0 0", done.stdout)
+                     r"worker-0 0" + (", evaluator-0 0" if evaluator else ""), done.stdout)
+    if evaluator:
+        assert "evaluator-0: training has ended; evaluated 1 checkpoint(s)" in lines(done.stdout, "evaluator-0")
     metrics = json.loads((tmp / "job" / "metrics.json").read_text())
     assert (metrics["strategy"], metrics["weights_sha256"]) == ("multi_worker_mirrored", digests["chief-0"])
     described = mlsubmit("jobs", "describe", "sync_job", "--api", "cluster", "--output", "json", cluster=cluster,
