@@ -10,6 +10,7 @@ from tests.support import engine_checks as checks
 from tests.support.engine_clusters import dask_cluster, free_port
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_a_job_larger_than_the_cluster_starts_nothing,
+                                        test_a_tuning_study_runs_its_trials_on_the_cluster,
                                         test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
                                         test_chief_worker_and_parameter_server,
                                         test_the_bundled_trainer_as_chief_and_worker_in_sync, tiny)

@@ -1,5 +1,6 @@
 """`mlsubmit train --target spark://…` on a real Spark standalone master and two workers (2 cores each) on
-127.0.0.1. The parameter-server layout runs on Dask and Ray; here chief + worker + evaluator (4 slots)."""
+127.0.0.1. Each job here pays a Spark application's start (a driver JVM, executors registering): the
+parameter-server layout, a user's trainer and tuning run on Dask and Ray; here chief + worker + evaluator (4 slots)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from tests.support import engine_checks as checks
 from tests.support.engine_clusters import spark_cluster
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
-                                        test_a_users_trainer_unmodified, test_cancel_stops_every_replica, tiny)
+                                        test_cancel_stops_every_replica, tiny)
 
 pytestmark = pytest.mark.slow
 

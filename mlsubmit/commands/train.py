@@ -73,13 +73,14 @@ def train(
     if target is not None:
         from mlsubmit.commands._cluster_train import train_cluster
 
-        given = [flag for flag, on in (("--local", local), ("--backends", chosen), ("--hptune-config", hptune_config),
-                                       ("--start-port", port is not None)) if on]
+        given = [flag for flag, on in (("--local", local), ("--backends", chosen), ("--start-port", port is not None))
+                 if on]
         if given:
             raise UsageError(f"invalid option with --target: {given[0]} (a cluster job runs on the cluster's own "
                              "ports, one job per command)", hint=f"drop {given[0]}")
         reject_for_local(cloud_flags)
-        return train_cluster(spec_flags, target, api=api, package_path=package_path, package_flags=package_flags)
+        return train_cluster(spec_flags, target, api=api, package_path=package_path, package_flags=package_flags,
+                             hptune_config=hptune_config)
     if not local:
         from mlsubmit.commands._cloud_train import train_cloud
 

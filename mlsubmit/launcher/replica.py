@@ -181,7 +181,12 @@ def replica_env(spec, role, index, environ):
     base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", PYTHONNOUSERSITE="1")
     base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     coordinator = coordinator_env(spec["roles"], addresses, role, index) if spec.get("coordinator", True) else {}
-    return {**base, **env, **coordinator, **{str(k): str(v) for k, v in (spec.get("env") or {}).items()}}, args
+    full = {**base, **env, **coordinator, **{str(k): str(v) for k, v in (spec.get("env") or {}).items()}}
+    if full.get("CLOUD_ML_TRIAL_ID"):  # a tuning trial's replica: TF_CONFIG's task says which trial, as the service's
+        tf_config = json.loads(full["TF_CONFIG"])
+        tf_config["task"]["trial"] = full["CLOUD_ML_TRIAL_ID"]
+        full["TF_CONFIG"] = json.dumps(tf_config)
+    return full, args
 
 
 # -- packages -------------------------------------------------------------------------------------------------

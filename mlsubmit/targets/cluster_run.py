@@ -26,7 +26,7 @@ from typing import Any
 from mlsubmit.chatter import is_chatter
 from mlsubmit.errors import UsageError
 from mlsubmit.targets.cluster_base import Control, Engine, local_ip_towards
-from mlsubmit.targets.cluster_record import Record, now
+from mlsubmit.targets.cluster_record import Record, now, recorded, root
 
 _TAIL = 400
 
@@ -83,8 +83,11 @@ def replica_specs(spec: Any, *, api: str, job_id: str, job_dir: str | None, pack
 def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, setup_py: str | None,
                    say: Callable[[str], None], requirements: tuple[str, ...] = (), extras: tuple = (),
                    timeout: float | None = None, job_id: str | None = None,
-                   extra_env: dict[str, str] | None = None) -> ClusterOutcome:
-    """Run `spec` on the engine's cluster to its end (see the module docstring)."""
+                   extra_env: dict[str, str] | None = None, packages: tuple[list, str] | None = None,
+                   on_driver: Callable[[Any], None] | None = None) -> ClusterOutcome:
+    """Run `spec` on the engine's cluster to its end (see the module docstring). `packages`: what
+    `build_packages` returned already (a study's trials build once); `on_driver`: called with the job's driver
+    before it starts, so that another thread can `cancel()` it."""
     from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.local import local_job
 
@@ -94,6 +97,10 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
 
         reject_env_for_legacy(spec)
     need = len(local_job.roles(spec))
+    taken = job_id or spec.job_name
+    if taken and recorded(taken):
+        raise UsageError(f"a cluster job named {taken!r} was already run from this machine "
+                         f"({root() / taken})", hint="pick another --job-name")
     engine.reachable()
     engine.connect()
     try:
@@ -101,7 +108,7 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
         if need > free:
             raise UsageError(f"the job needs {need} replica slots on {engine.where()}, which has {free} free",
                              hint="use fewer --workers/--ps/evaluators, or add workers to the cluster")
-        packages, name = build_packages(package_path, setup_py, say, requirements, extras)
+        packages, name = packages or build_packages(package_path, setup_py, say, requirements, extras)
         job_id = job_id or spec.job_name or generate_job_name(name)
         job_dir = spec.job_dir or None
         if job_dir and "://" not in job_dir:
@@ -118,7 +125,10 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
                                    roles=[[r, c] for r, c in specs[0]["roles"]], replicas=names)
             say(f"job {job_id} on {engine.where()}: {', '.join(names)} (TF_CONFIG names the chief "
                 f"{'master' if api == 'legacy' else 'chief'!r}); recorded in {record.dir}")
-            return _Driver(engine, control, record, names, say, timeout).run(specs)
+            driver = _Driver(engine, control, record, names, say, timeout)
+            if on_driver is not None:
+                on_driver(driver)
+            return driver.run(specs)
         finally:
             control.close()
     finally:
@@ -136,6 +146,11 @@ class _Driver:
         self.codes: dict[str, int | None] = {n: None for n in names}
         self.engine_error: list[BaseException] = []
         self.engine_done = threading.Event()
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop the job from another thread: run() returns CANCELLED."""
+        self.cancelled.set()
 
     def _engine(self, specs: list[dict[str, Any]]) -> None:
         try:
@@ -205,6 +220,8 @@ class _Driver:
         chief_done = False
         while True:
             self._drain(0.1)
+            if self.cancelled.is_set():
+                return "CANCELLED", None, "cancelled"
             if self.timeout is not None and time.monotonic() - started > self.timeout:
                 return "FAILED", None, f"the job ran past its --timeout of {self.timeout:g} s and was stopped"
             for name, code in self.codes.items():

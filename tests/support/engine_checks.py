@@ -167,3 +167,33 @@ def check_cancel(cluster, tmp: Path, home: Path, package: Path) -> None:
     while job_processes("cancel_job") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not job_processes("cancel_job"), "".join(out)
+
+
+STUDY = """\
+trainingInput:
+  hyperparameters:
+    goal: MINIMIZE
+    hyperparameterMetricTag: mse
+    maxTrials: 2
+    algorithm: GRID_SEARCH
+    params:
+      - parameterName: learning_rate
+        type: DISCRETE
+        discreteValues: [0.01, 0.1]
+"""
+
+
+def check_tuning(cluster, tmp: Path, home: Path) -> None:
+    """A study's trials, each a job on the cluster: the trial in TF_CONFIG, its metric through cloudml-hypertune."""
+    from tests.support.hypertune_package import expected_mse, make_hp_project
+
+    package = make_hp_project(tmp / "hp")
+    (tmp / "study.yaml").write_text(STUDY)
+    done = train(cluster, "--api", "legacy", "--hptune-config", "study.yaml", "--package-path", str(package), "--module-name",
+                 "hptrainer.task", "--job-name", "study_job", "--job-dir", "study", home=home, cwd=tmp)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "study study_job SUCCEEDED" in done.stderr
+    for trial, rate in (("1", 0.01), ("2", 0.1)):
+        seen = json.loads((tmp / "study" / trial / "trial.json").read_text())
+        assert seen["task"]["trial"] == trial and seen["trial"] == trial, seen
+        assert f"trial {trial} SUCCEEDED: mse {expected_mse(rate):g}" in done.stdout

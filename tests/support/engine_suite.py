@@ -38,6 +38,10 @@ def test_cancel_stops_every_replica(cluster, tmp_path, home, tiny):
     checks.check_cancel(cluster, tmp_path, home, tiny)
 
 
+def test_a_tuning_study_runs_its_trials_on_the_cluster(cluster, tmp_path, home):
+    checks.check_tuning(cluster, tmp_path, home)
+
+
 def test_a_job_larger_than_the_cluster_starts_nothing(cluster, tmp_path, home, tiny):
     """4 replicas on a cluster of 3 slots: exit 2, one line, no record, nothing printed."""
     done = checks.train(cluster, "--package-path", str(tiny), "--module-name", "tinypkg.task", "--workers", "2",
