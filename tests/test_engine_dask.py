@@ -35,3 +35,7 @@ def test_an_unreachable_cluster_is_named_within_10_seconds(tmp_path, home, tiny)
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     assert f"cannot reach the dask cluster at {Nowhere.target}" in done.stderr
     assert time.monotonic() - started < 15 and done.stdout == ""
+
+
+def test_max_runtime_stops_every_replica(cluster, tmp_path, home, tiny):
+    checks.check_max_runtime(cluster, tmp_path, home, tiny)

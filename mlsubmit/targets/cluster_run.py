@@ -223,7 +223,8 @@ class _Driver:
             if self.cancelled.is_set():
                 return "CANCELLED", None, "cancelled"
             if self.timeout is not None and time.monotonic() - started > self.timeout:
-                return "FAILED", None, f"the job ran past its --timeout of {self.timeout:g} s and was stopped"
+                return "FAILED", None, (f"the job ran past its --max-runtime of {self.timeout:g} s and every replica "
+                                        "was stopped")
             for name, code in self.codes.items():
                 if code not in (None, 0) and not (chief_done and name != "chief-0" and code == 143):
                     said = "lost its launcher (its task or node went away)" if code == -1 else \
