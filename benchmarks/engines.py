@@ -64,13 +64,14 @@ def main() -> None:
         clusters = []
         try:
             for engine in [e for e in args.engines.split(",") if e]:
+                (tmp_path / engine).mkdir()
                 cluster = getattr(engine_clusters, f"{engine}_cluster")(tmp_path / engine)
                 clusters.append(cluster)
                 plans.append((engine, ["--target", cluster.target], cluster.env, cluster))
             for name, target, extra, _ in plans:
-                (tmp_path / name).mkdir(exist_ok=True)
-                run_once(target, args.workers, tmp_path / name, {**env, **extra})  # warm: venv, first use
-                runs = [run_once(target, args.workers, tmp_path / name, {**env, **extra})
+                (tmp_path / name / "runs").mkdir(parents=True, exist_ok=True)
+                run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})  # warm: venv, first use
+                runs = [run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})
                         for _ in range(args.repeats)]
                 results[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
                 print(f"{name}: {results[name][0]:.1f} s to the first step, {results[name][1]:.1f} s in all",

@@ -31,7 +31,8 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
                  after, unless keep_workdir).
 
 Output: every line of the module (stdout and stderr) on stdout, the launcher's own prefixed `[launcher] `.
-Exit status: the module's; 0 when stopped after the chief ended; 3 when the packages do not install; 2 for a bad spec.
+Exit status: the module's; 0 when stopped after the chief ended; 143 when stopped because the job was cancelled
+(SIGTERM, `stop`, or the control connection lost); 3 when the packages do not install; 2 for a bad spec.
 """
 
 import hashlib
