@@ -70,9 +70,13 @@ def main() -> None:
                 plans.append((engine, ["--target", cluster.target], cluster.env, cluster))
             for name, target, extra, _ in plans:
                 (tmp_path / name / "runs").mkdir(parents=True, exist_ok=True)
-                run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})  # warm: venv, first use
-                runs = [run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})
-                        for _ in range(args.repeats)]
+                try:
+                    run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})  # warm: venv, first use
+                    runs = [run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})
+                            for _ in range(args.repeats)]
+                except RuntimeError as err:  # one engine's failure is reported, the others still measured
+                    print(f"{name}: not measured: {str(err)[:400]}", flush=True)
+                    continue
                 results[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
                 print(f"{name}: {results[name][0]:.1f} s to the first step, {results[name][1]:.1f} s in all",
                       flush=True)

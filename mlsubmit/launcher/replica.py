@@ -17,7 +17,8 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
                  offset map `offsets` {role: first index} says where each role starts.
     addresses    ["host:port", …] every replica's, in `roles` order; or
     address_pattern  "{job}-{role}-{index}.svc:2222" (fields: job, role, index, rank = place in roles order)
-    job_dir, packages [local path | file:// | gs:// | /gcs/… | {"name": FILE, "data": BASE64}] installed in order, module, args (passed EXACTLY),
+    job_dir, packages [local path | file:// | gs:// | /gcs/… | {"name": FILE, "data": BASE64}] installed in order,
+    module, args (passed EXACTLY),
     env {NAME: value} (the job's own variables, set last), coordinator (default true: JAX/Keras/torch variables)
     control      "host:port" of the submitting side: lines go there as JSON, it may send {"chief_done": true} or
                  {"stop": true}; losing it stops the replica (so nothing outlives the submitting mlsubmit).

@@ -93,7 +93,8 @@ class SparkEngine(Engine):
         if sc.getExecutorMemoryStatus().size() <= 1:  # the driver only: no executor yet
             return 0
         try:  # the slots a barrier stage may use
-            profile = self.context._jvm.org.apache.spark.resource.ResourceProfile.getOrCreateDefaultProfile(sc.getConf())
+            profiles = self.context._jvm.org.apache.spark.resource.ResourceProfile
+            profile = profiles.getOrCreateDefaultProfile(sc.getConf())
             return int(sc.maxNumConcurrentTasks(profile))
         except Exception:  # noqa: BLE001 - an internal API: fall back to the cores Spark reports
             return int(self.context.defaultParallelism)

@@ -189,8 +189,8 @@ def check_tuning(cluster, tmp: Path, home: Path) -> None:
 
     package = make_hp_project(tmp / "hp")
     (tmp / "study.yaml").write_text(STUDY)
-    done = train(cluster, "--api", "legacy", "--hptune-config", "study.yaml", "--package-path", str(package), "--module-name",
-                 "hptrainer.task", "--job-name", "study_job", "--job-dir", "study", home=home, cwd=tmp)
+    done = train(cluster, "--api", "legacy", "--hptune-config", "study.yaml", "--package-path", str(package),
+                 "--module-name", "hptrainer.task", "--job-name", "study_job", "--job-dir", "study", home=home, cwd=tmp)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "study study_job SUCCEEDED" in done.stderr
     for trial, rate in (("1", 0.01), ("2", 0.1)):
