@@ -43,12 +43,16 @@ class RayEngine(Engine):
 
         import ray
 
-        try:
-            ray.init(address=f"ray://{self.address}", logging_level=logging.ERROR, log_to_driver=False)
-        except (ConnectionError, OSError) as err:
-            raise UsageError(f"cannot connect to the Ray cluster at {self.where()}: {err}",
-                             hint="ray:// is the Ray Client port of the head (10001 by default)") from None
-        self.connected = True
+        for attempt in range(3):  # the head's client proxy sometimes loses the server it starts per connection
+            try:
+                ray.init(address=f"ray://{self.address}", logging_level=logging.ERROR, log_to_driver=False)
+                self.connected = True
+                return
+            except (ConnectionError, OSError) as err:
+                failure = err
+                time.sleep(2.0)
+        raise UsageError(f"cannot connect to the Ray cluster at {self.where()}: {str(failure).splitlines()[0]}",
+                         hint="ray:// is the Ray Client port of the head (10001 by default)") from None
 
     def free_slots(self, need: int = 1) -> int:
         import ray
