@@ -50,6 +50,7 @@ class RayEngine(Engine):
                 return
             except (ConnectionError, OSError) as err:
                 failure = err
+                ray.shutdown()
                 time.sleep(2.0)
         raise UsageError(f"cannot connect to the Ray cluster at {self.where()}: {str(failure).splitlines()[0]}",
                          hint="ray:// is the Ray Client port of the head (10001 by default)") from None
