@@ -122,7 +122,8 @@ def describe(status: Any, console_url: str | None) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
-    noun = "Vertex AI custom job" if status.api == "vertex" else "legacy AI Platform job"
+    noun = {"vertex": "Vertex AI custom job", "cluster": "job on your own cluster"}.get(status.api,
+                                                                                   "legacy AI Platform job")
     noun = "Vertex AI hyperparameter tuning job" if "studySpec" in status.resource else noun
     rows = [("job", f"{status.job_id} ({noun})"), ("name", status.name)]
     if status.display_name and status.display_name != status.job_id:
@@ -135,7 +136,7 @@ def describe(status: Any, console_url: str | None) -> None:
     if status.start_time:
         rows.append(("ran", duration(status.start_time, status.end_time)))
     if status.region:
-        rows.append(("region", status.region))
+        rows.append(("target" if status.api == "cluster" else "region", status.region))
     if status.tier and status.tier != "CUSTOM":
         rows.append(("scale tier", status.tier))
     if status.pools:

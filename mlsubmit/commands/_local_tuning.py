@@ -15,11 +15,9 @@ from mlsubmit.errors import OperationFailed, invalid_value
 def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: list[str], *, api: str,
                        package_path: str) -> None:
     from mlsubmit.commands._spec_options import local_spec
-    from mlsubmit.commands._tuning_view import trial_table, write_plot
     from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.local.local_run import isolated_python
     from mlsubmit.tuning.local_study import LocalTuning
-    from mlsubmit.tuning.results import results_of
 
     # the hyperparameters' notes are left out: they are mapped, the trials run
     spec = local_spec(spec_flags, mapped="trainingInput.hyperparameters:", more_notes=tuple(tuning_notes))
@@ -34,6 +32,15 @@ def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: li
         f"{tuning.goal.lower()} {tuning.metric!r} ({tuning.algorithm}); trial job dirs under {job_dir}/")
     study = LocalTuning(spec.replace(job_name=job_id), tuning, api=api, job_dir=job_dir, python=python,
                         say=say).run()
+    render_study(study, tuning, job_id, job_dir)
+
+
+def render_study(study: Any, tuning: Any, job_id: str, job_dir: str) -> None:
+    """The trials table (best marked), trials.png in the job dir, how the study ended (OperationFailed unless it
+    SUCCEEDED)."""
+    from mlsubmit.commands._tuning_view import trial_table, write_plot
+    from mlsubmit.tuning.results import results_of
+
     results = results_of(study.resource(tuning))
     trial_table(results)
     if results.best is not None:

@@ -48,7 +48,12 @@ def _checked_output(output: str) -> str:
 
 
 def _connect(target: dict[str, Any]) -> tuple[Any, Any]:
-    """(service, settings) for the target options; the project (and for Vertex AI the region) must be set."""
+    """(service, settings) for the target options; the project (and for Vertex AI the region) must be set.
+    `--api cluster`: the jobs this machine ran on Spark, Dask or Ray clusters (train --target), from their record."""
+    if target["api"] == "cluster":
+        from mlsubmit.targets.cluster_record import ClusterJobs
+
+        return ClusterJobs(), None
     from mlsubmit.targets import check_api
     from mlsubmit.commands._cloud_options import service_of, settings_of
 

@@ -47,6 +47,11 @@ def train(
              "KERAS_BACKEND set, named <job>_<backend>, into <job dir>/<backend>. Cloud: all submitted at once "
              "(Vertex AI; the backend's packages added to the job). --local: run side by side here as the cores "
              "allow, then a table of accuracy, loss, samples/s and wall time.")] = [],
+    target: Annotated[Optional[str], typer.Option(
+        "--target", metavar="spark://|dask://|ray://HOST:PORT", show_default=False,
+        help="Run on your own cluster: one long-running task per replica (a Spark barrier stage, pinned Dask tasks, "
+             "Ray actors in a placement group), each with the TF_CONFIG, CLUSTER_SPEC and AIP_* of --api; followed "
+             "here, recorded for `mlsubmit jobs … --api cluster`. Needs mlsubmit[spark|dask|ray].")] = None,
     hptune_config: Annotated[Optional[str], typer.Option(
         "--hptune-config", metavar="FILE", show_default=False,
         help="Tune: a tuning spec (legacy trainingInput.hyperparameters or a Vertex AI studySpec) whose trials each "
@@ -65,6 +70,17 @@ def train(
         from mlsubmit.jobspec.keras_backends import parse_backends
 
         chosen = parse_backends(backends)
+    if target is not None:
+        from mlsubmit.commands._cluster_train import train_cluster
+
+        given = [flag for flag, on in (("--local", local), ("--backends", chosen), ("--start-port", port is not None))
+                 if on]
+        if given:
+            raise UsageError(f"invalid option with --target: {given[0]} (a cluster job runs on the cluster's own "
+                             "ports, one job per command)", hint=f"drop {given[0]}")
+        reject_for_local(cloud_flags)
+        return train_cluster(spec_flags, target, api=api, package_path=package_path, package_flags=package_flags,
+                             hptune_config=hptune_config)
     if not local:
         from mlsubmit.commands._cloud_train import train_cloud
 

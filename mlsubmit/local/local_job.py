@@ -13,7 +13,6 @@ planned with `emulate_devices` (mlsubmit_runtime.EMULATE_DEVICES_VARIABLE in the
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -22,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mlsubmit.jobspec import machines
+from mlsubmit.launcher.replica import service_env  # the one place that knows what the services set
 from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.jobspec.spec import JobSpec
 
 APIS = ("vertex", "legacy")
-_POOL = {"chief": "workerpool0", "worker": "workerpool1", "ps": "workerpool2", "evaluator": "workerpool3"}
 MAX_REPLICAS = 32  # each TensorFlow process holds ~0.5 GB before it trains
 
 
@@ -95,33 +94,15 @@ def plan(spec: JobSpec, *, api: str, job_id: str, job_dir: str | None, ports: Se
     tasks = roles(spec)
     if len(ports) != len(tasks):
         raise ValueError(f"{len(tasks)} replicas need {len(tasks)} ports; received {len(ports)}")
-    address = {task: f"127.0.0.1:{port}" for task, port in zip(tasks, ports)}
-    chief_key = spec.chief_name(api)
-    cluster = {(chief_key if r == "chief" else r): [address[(role, i)] for role, i in tasks if role == r]
-               for r in ("chief", "worker", "ps") if r in spec.pools}
-    pools = {_POOL[r]: [address[(role, i)] for role, i in tasks if role == r] for r in spec.pools}
-    job_counts = {"job_name": job_id, "scale_tier": spec.tier, **{
-        f"{name}_count": spec.pools[r].replica_count if r in spec.pools else 0
-        for r, name in (("worker", "worker"), ("ps", "parameter_server"), ("evaluator", "evaluator"))}}
-    base = (job_dir or "").rstrip("/")
-    args = (*spec.args, "--job-dir", job_dir) if api == "legacy" and job_dir else spec.args
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    counts = [(role, pool.replica_count) for role, pool in spec.pools.items()]
     emulated = max((_gpus_of(p) for p in spec.pools.values() if _gpus_of(p) > gpus_here), default=0)
     replicas = []
-    for role, index in tasks:
-        task = {"type": chief_key if role == "chief" else role, "index": index}
-        tf_config = {"cluster": cluster, "task": task, "environment": "cloud"}
-        env = {"CLOUD_ML_JOB_ID": job_id}
-        if api == "legacy":
-            tf_config["job"] = job_counts
-        else:
-            env["CLUSTER_SPEC"] = json.dumps({"cluster": pools, "environment": "cloud",
-                                              "task": {"type": _POOL[role], "index": index}})
-            if base:  # Vertex AI sets them only with a baseOutputDirectory
-                env.update(AIP_MODEL_DIR=f"{base}/model/", AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
-                           AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/")
-        env["TF_CONFIG"] = json.dumps(tf_config)
+    for (role, index), address in zip(tasks, addresses):
+        env, args = service_env(api=api, job_id=job_id, tier=spec.tier, roles=counts, addresses=addresses,
+                                role=role, index=index, job_dir=job_dir, args=spec.args)
         gpus = _gpus_of(spec.pools[role])
-        replicas.append(ReplicaPlan(f"{role}-{index}", role, index, address[(role, index)], tuple(args), env,
+        replicas.append(ReplicaPlan(f"{role}-{index}", role, index, address, tuple(args), env,
                                     gpus if gpus > gpus_here else 0))
     return LocalJob(job_id, job_dir or None, spec.python_module, api, tuple(replicas), emulated, gpus_here)
 

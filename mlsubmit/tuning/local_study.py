@@ -122,7 +122,7 @@ class LocalTuning:
     def _run_trial(self, trial: LocalTrial) -> None:
         from mlsubmit.local.local_run import replicas_to_start
         from mlsubmit.tuning.search import trial_args
-        from mlsubmit.tuning.trial import read_metric, read_summary_metric, trial_env
+        from mlsubmit.tuning.trial import trial_env
 
         started = time.monotonic()
         try:
@@ -144,6 +144,12 @@ class LocalTuning:
             return
         finally:
             trial.seconds = time.monotonic() - started
+        self._settle(trial, outcome, metric_file)
+
+    def _settle(self, trial: LocalTrial, outcome: Any, metric_file: Path) -> None:
+        """The trial's state and metric once its job ended (`outcome`: a runner's or a cluster job's)."""
+        from mlsubmit.tuning.trial import read_metric, read_summary_metric
+
         if outcome.state == "CANCELLED":
             trial.state, trial.reason = "CANCELLED", "stopped"
             return

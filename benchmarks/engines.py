@@ -1,0 +1,95 @@
+"""Time from `mlsubmit train --target <engine>` to the first training step, beside `train --local` of the same job.
+
+The same job each time: the bundled trainer as chief + N workers on synthetic data (1 epoch, 3 steps). Each target
+runs once untimed first (its venv built, the engine's first-use costs paid), then `--repeats` timed runs. Measured
+from starting the command to the chief's strategy line (printed right before its first step: every replica has
+joined the cluster by then), and to the end of the job. The clusters are real ones on 127.0.0.1 started here the
+way the tests start them (tests/support/engine_clusters.py) and stopped at the end.
+
+    python benchmarks/engines.py [--engines dask,ray,spark] [--workers 1] [--repeats 2]
+
+Prints a table: seconds to the first step and to the end, the ratio to --local, and what the engine adds per
+replica ((engine - local) / replicas).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import engine_clusters  # noqa: E402  (the repository's own helpers)
+
+FIRST_STEP = "replica(s) in sync"  # the chief's strategy line, printed as fit() begins
+
+
+def run_once(target: list[str], workers: int, cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(seconds to the chief's first step, seconds to the end) of one job."""
+    argv = [sys.executable, "-m", "mlsubmit", "train", *target, "--package-path", str(ROOT / "trainer"),
+            "--workers", str(workers), "--job-dir", str(cwd / f"job-{time.time_ns()}"), "--", "--data",
+            "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3"]
+    started = time.monotonic()
+    first = None
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail = []
+    for line in process.stdout:
+        tail = (tail + [line])[-30:]
+        if first is None and line.startswith("[chief-0]") and FIRST_STEP in line:
+            first = time.monotonic() - started
+    if process.wait() != 0 or first is None:
+        raise RuntimeError(f"{' '.join(target)} failed:\n{''.join(tail)}")
+    return first, time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engines", default="dask,ray,spark")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    replicas = args.workers + 1
+    results: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-bench-engines-") as tmp:
+        tmp_path = Path(tmp)
+        env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(tmp_path / "home"), "TF_CPP_MIN_LOG_LEVEL": "2"}
+        plans: list[tuple[str, list[str], dict[str, str], object]] = [("local", ["--local"], {}, None)]
+        clusters = []
+        try:
+            for engine in [e for e in args.engines.split(",") if e]:
+                (tmp_path / engine).mkdir()
+                cluster = getattr(engine_clusters, f"{engine}_cluster")(tmp_path / engine)
+                clusters.append(cluster)
+                plans.append((engine, ["--target", cluster.target], cluster.env, cluster))
+            for name, target, extra, _ in plans:
+                (tmp_path / name / "runs").mkdir(parents=True, exist_ok=True)
+                try:
+                    run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})  # warm: venv, first use
+                    runs = [run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})
+                            for _ in range(args.repeats)]
+                except RuntimeError as err:  # one engine's failure is reported, the others still measured
+                    print(f"{name}: not measured: {str(err)[:400]}", flush=True)
+                    continue
+                results[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+                print(f"{name}: {results[name][0]:.1f} s to the first step, {results[name][1]:.1f} s in all",
+                      flush=True)
+        finally:
+            for cluster in clusters:
+                cluster.stop()
+    local_first, local_total = results["local"]
+    print(f"\nchief + {args.workers} worker(s), medians of {args.repeats} (after one warm-up run each)")
+    print(f"{'target':<8} {'first step s':>13} {'× local':>8} {'added/replica s':>16} {'job s':>8} {'× local':>8}")
+    for name, (first, total) in results.items():
+        print(f"{name:<8} {first:>13.1f} {first / local_first:>8.2f} {(first - local_first) / replicas:>16.1f} "
+              f"{total:>8.1f} {total / local_total:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,537 @@
+"""One replica of a training job, started the way the cloud starts it. STANDARD LIBRARY ONLY, self-contained.
+
+This file is shipped as source to wherever a replica runs (a Spark executor, a Dask worker, a Ray actor, a
+Kubernetes pod on a plain Python/TensorFlow image) and run there without mlsubmit installed:
+
+    python3 replica.py SPEC.json            # a file
+    python3 replica.py --spec '{"job_id": …}'
+    MLSUBMIT_REPLICA_SPEC='{…}' python3 replica.py
+    python3 -c "$(cat replica.py)" SPEC.json
+
+The spec (JSON object; only job_id, roles, module and an address source are required):
+    job_id, api ("vertex": the chief is `chief`, CLUSTER_SPEC, AIP_* below job_dir; "legacy": `master`, `--job-dir`
+    added to the args, the job's counts under TF_CONFIG's `job`), tier (legacy's scale_tier, default CUSTOM)
+    roles        [[role, count], …] in pool order: chief, worker, ps, evaluator
+    role, index  this replica. Without `index`: $JOB_COMPLETION_INDEX (one Indexed Job per role). Without `role`:
+                 $JOB_COMPLETION_INDEX is the replica's place in `roles` order (one Indexed Job for all), or the
+                 offset map `offsets` {role: first index} says where each role starts.
+    addresses    ["host:port", …] every replica's, in `roles` order; or
+    address_pattern  "{job}-{role}-{index}.svc:2222" (fields: job, role, index, rank = place in roles order)
+    job_dir, packages [local path | file:// | gs:// | /gcs/… | {"name": FILE, "data": BASE64}] installed in order,
+    module, args (passed EXACTLY),
+    env {NAME: value} (the job's own variables, set last), coordinator (default true: JAX/Keras/torch variables)
+    control      "host:port" of the submitting side: lines go there as JSON, it may send {"chief_done": true} or
+                 {"stop": true}; losing it stops the replica (so nothing outlives the submitting mlsubmit).
+    token        sent first on the control connection.
+    watch_chief  (default true without `control`) a ps, worker or evaluator ends when the chief has ended: the chief's
+                 address accepted connections once and then refuses them for `chief_gone_seconds` (default 10).
+    grace_seconds (15), evaluator_grace_seconds (120): how long a replica may finish on its own once the chief
+                 ended before it is stopped (it then exits 0, as the service ends them).
+    cache_dir    where venvs are kept by the packages' sha256 (default $MLSUBMIT_HOME/launcher or
+                 ~/.mlsubmit/launcher); work_root: where the replica's private working directory is made (removed
+                 after, unless keep_workdir).
+
+Output: every line of the module (stdout and stderr) on stdout, the launcher's own prefixed `[launcher] `.
+Exit status: the module's; 0 when stopped after the chief ended; 143 when stopped because the job was cancelled
+(SIGTERM, `stop`, or the control connection lost); 3 when the packages do not install; 2 for a bad spec.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+SPEC_VARIABLE = "MLSUBMIT_REPLICA_SPEC"
+ROLE_ORDER = ("chief", "worker", "ps", "evaluator")
+POOL = {"chief": "workerpool0", "worker": "workerpool1", "ps": "workerpool2", "evaluator": "workerpool3"}
+SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
+                     "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "MLSUBMIT_EMULATE_DEVICES",
+                     SPEC_VARIABLE)
+INSTALL_FAILED, BAD_SPEC = 3, 2
+LAUNCHER_SOURCE = None  # this file's text where it runs without a file (mlsubmit.launcher.shipped sets it)
+
+
+class SpecError(ValueError):
+    pass
+
+
+# -- pure: what the service sets -------------------------------------------------------------------------------
+def tasks_of(roles):
+    """[(role, index)] of every replica in pool order, from [(role, count)]."""
+    return [(role, i) for role, count in roles for i in range(int(count))]
+
+
+def service_env(*, api, job_id, tier, roles, addresses, role, index, job_dir, args):
+    """(env, args) of replica (role, index): CLOUD_ML_JOB_ID, CLUSTER_SPEC and AIP_* (Vertex AI), TF_CONFIG, and the
+    arguments as the service passes them (legacy AI Platform appends --job-dir). `addresses` in `tasks_of` order."""
+    tasks = tasks_of(roles)
+    address = dict(zip(tasks, addresses))
+    present = [r for r, count in roles]
+    chief_key = "master" if api == "legacy" else "chief"
+    cluster = {(chief_key if r == "chief" else r): [address[t] for t in tasks if t[0] == r]
+               for r in ("chief", "worker", "ps") if r in present}
+    counts = dict(roles)
+    env = {"CLOUD_ML_JOB_ID": job_id}
+    tf_config = {"cluster": cluster, "task": {"type": chief_key if role == "chief" else role, "index": index},
+                 "environment": "cloud"}
+    if api == "legacy":
+        tf_config["job"] = {"job_name": job_id, "scale_tier": tier, **{
+            f"{name}_count": counts.get(r, 0)
+            for r, name in (("worker", "worker"), ("ps", "parameter_server"), ("evaluator", "evaluator"))}}
+    else:
+        pools = {POOL[r]: [address[t] for t in tasks if t[0] == r] for r in present}
+        env["CLUSTER_SPEC"] = json.dumps({"cluster": pools, "environment": "cloud",
+                                          "task": {"type": POOL[role], "index": index}})
+        base = (job_dir or "").rstrip("/")
+        if base:  # Vertex AI sets them only with a baseOutputDirectory
+            env.update(AIP_MODEL_DIR=f"{base}/model/", AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
+                       AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/")
+    env["TF_CONFIG"] = json.dumps(tf_config)
+    args = (*args, "--job-dir", job_dir) if api == "legacy" and job_dir else tuple(args)
+    return env, args
+
+
+def coordinator_env(roles, addresses, role, index):
+    """JAX / Keras distribution / torch.distributed variables: the processes are the chief and the workers (rank 0
+    is the chief), the coordinator the chief's address. Empty for parameter servers and evaluators."""
+    tasks = tasks_of(roles)
+    members = [(t, a) for t, a in zip(tasks, addresses) if t[0] in ("chief", "worker")]
+    ranks = {t: rank for rank, (t, _) in enumerate(members)}
+    if (role, index) not in ranks or not members:
+        return {}
+    rank, world, chief = ranks[(role, index)], len(members), members[0][1]
+    host, _, port = chief.rpartition(":")
+    return {"JAX_COORDINATOR_ADDRESS": chief, "JAX_NUM_PROCESSES": str(world), "JAX_PROCESS_ID": str(rank),
+            "KERAS_DISTRIBUTION_JOB_ADDRESSES": ",".join(a for _, a in members),
+            "KERAS_DISTRIBUTION_NUM_PROCESSES": str(world), "KERAS_DISTRIBUTION_PROCESS_ID": str(rank),
+            "MASTER_ADDR": host, "MASTER_PORT": port, "WORLD_SIZE": str(world), "RANK": str(rank),
+            "LOCAL_RANK": "0"}
+
+
+def locate(spec, environ):
+    """(role, index) of this replica from the spec, or from $JOB_COMPLETION_INDEX (see the module docstring)."""
+    roles = [(r, int(c)) for r, c in spec["roles"]]
+    tasks = tasks_of(roles)
+    role, index = spec.get("role"), spec.get("index")
+    if role is not None and index is not None:
+        pass
+    elif "JOB_COMPLETION_INDEX" not in environ:
+        raise SpecError("the spec names no role/index and $JOB_COMPLETION_INDEX is not set")
+    else:
+        given = int(environ["JOB_COMPLETION_INDEX"])
+        if role is not None:
+            index = given
+        elif spec.get("offsets"):
+            starts = sorted((int(first), r) for r, first in spec["offsets"].items())
+            first, role = [(f, r) for f, r in starts if f <= given][-1]
+            index = given - first
+        else:
+            if not 0 <= given < len(tasks):
+                raise SpecError(f"JOB_COMPLETION_INDEX {given} is outside the job's {len(tasks)} replicas")
+            role, index = tasks[given]
+    if (role, int(index)) not in tasks:
+        raise SpecError(f"{role}-{index} is not a replica of the job ({', '.join(f'{r}-{i}' for r, i in tasks)})")
+    return role, int(index)
+
+
+def addresses_of(spec):
+    """Every replica's address in `tasks_of` order: the spec's list, or its pattern filled in."""
+    tasks = tasks_of(spec["roles"])
+    if spec.get("addresses"):
+        if len(spec["addresses"]) != len(tasks):
+            raise SpecError(f"{len(tasks)} replicas need {len(tasks)} addresses; received {len(spec['addresses'])}")
+        return list(spec["addresses"])
+    pattern = spec.get("address_pattern")
+    if not pattern:
+        raise SpecError("the spec needs `addresses` or `address_pattern`")
+    return [pattern.format(job=spec["job_id"], role=r, index=i, rank=n) for n, (r, i) in enumerate(tasks)]
+
+
+def check_spec(spec):
+    if not isinstance(spec, dict):
+        raise SpecError(f"the spec must be a JSON object; received {type(spec).__name__}")
+    for key in ("job_id", "roles", "module"):
+        if not spec.get(key):
+            raise SpecError(f"the spec has no {key!r}")
+    roles = [r for r, _ in spec["roles"]]
+    if not roles or roles[0] != "chief" or any(r not in ROLE_ORDER for r in roles):
+        raise SpecError(f"roles must start with the chief and be among {', '.join(ROLE_ORDER)}; received {roles}")
+    if spec.get("api", "vertex") not in ("vertex", "legacy"):
+        raise SpecError(f"api must be vertex or legacy; received {spec.get('api')!r}")
+    if not all(isinstance(a, str) for a in spec.get("args", [])):
+        raise SpecError("args must be a list of strings")
+    return spec
+
+
+def replica_env(spec, role, index, environ):
+    """(the module's full environment, its arguments) for replica (role, index) on a node whose environment is
+    `environ`: the node's own (minus what the service sets), the service's, the coordinator's, then the job's."""
+    addresses = addresses_of(spec)
+    env, args = service_env(api=spec.get("api", "vertex"), job_id=spec["job_id"], tier=spec.get("tier") or "CUSTOM",
+                            roles=[(r, int(c)) for r, c in spec["roles"]], addresses=addresses, role=role,
+                            index=index, job_dir=spec.get("job_dir"), args=spec.get("args", []))
+    base = {k: v for k, v in environ.items() if k not in SERVICE_VARIABLES}
+    base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", PYTHONNOUSERSITE="1")
+    base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    coordinator = coordinator_env(spec["roles"], addresses, role, index) if spec.get("coordinator", True) else {}
+    full = {**base, **env, **coordinator, **{str(k): str(v) for k, v in (spec.get("env") or {}).items()}}
+    if full.get("CLOUD_ML_TRIAL_ID"):  # a tuning trial's replica: TF_CONFIG's task says which trial, as the service's
+        tf_config = json.loads(full["TF_CONFIG"])
+        tf_config["task"]["trial"] = full["CLOUD_ML_TRIAL_ID"]
+        full["TF_CONFIG"] = json.dumps(tf_config)
+    return full, args
+
+
+# -- packages -------------------------------------------------------------------------------------------------
+def _gcs_token(environ):
+    if environ.get("GOOGLE_OAUTH_ACCESS_TOKEN"):
+        return environ["GOOGLE_OAUTH_ACCESS_TOKEN"]
+    host = environ.get("GCE_METADATA_HOST", "metadata.google.internal")
+    request = urllib.request.Request(
+        f"http://{host}/computeMetadata/v1/instance/service-accounts/default/token",
+        headers={"Metadata-Flavor": "Google"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return json.load(answer)["access_token"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def fetch(uri, into, environ):
+    """A local copy of package `uri` inside directory `into` (local paths are used where they are). A package
+    shipped inside the spec is {"name": FILE, "data": BASE64}."""
+    if isinstance(uri, dict):
+        import base64
+
+        target = os.path.join(into, os.path.basename(uri["name"]))
+        with open(target, "wb") as out:
+            out.write(base64.b64decode(uri["data"]))
+        return target
+    if uri.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+    if not uri.startswith("gs://"):
+        return uri
+    bucket, _, name = uri[len("gs://"):].partition("/")
+    mounted = os.path.join("/gcs", bucket, name)
+    if os.path.isfile(mounted):  # Cloud Storage FUSE, as Vertex AI mounts it
+        return mounted
+    endpoint = (environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com").rstrip("/")
+    if "://" not in endpoint:
+        endpoint = f"http://{endpoint}"
+    url = f"{endpoint}/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}" \
+          "?alt=media"
+    headers = {}
+    token = None if environ.get("STORAGE_EMULATOR_HOST") else _gcs_token(environ)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    target = os.path.join(into, os.path.basename(name) or "package")
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as answer, \
+            open(target, "wb") as out:
+        shutil.copyfileobj(answer, out)
+    return target
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def venv_key(digests, python_version=None):
+    python_version = python_version or tuple(sys.version_info[:2])
+    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    return f"{key[:16]}-py{python_version[0]}{python_version[1]}"
+
+
+def _create_venv(path):
+    import importlib.util
+    import site
+    import venv
+
+    venv.EnvBuilder(system_site_packages=True, with_pip=importlib.util.find_spec("pip") is None,
+                    symlinks=os.name != "nt").create(path)
+    python = os.path.join(path, "bin", "python")
+    if sys.prefix != sys.base_prefix:  # this node's Python is itself a venv: let the new one see its packages
+        purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        with open(os.path.join(purelib, "_mlsubmit_node_site.pth"), "w") as handle:
+            handle.writelines(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
+    return python
+
+
+def installed_python(packages, cache_dir, say):
+    """The python of a venv holding `packages` (installed in order, with their requirements, as the cloud does),
+    kept under `cache_dir` by their sha256 and built once per node (a lock; built aside, renamed into place).
+    Raises RuntimeError with pip's last lines when they do not install."""
+    import fcntl
+
+    key = venv_key([sha256_of(p) for p in packages])
+    os.makedirs(cache_dir, exist_ok=True)
+    final = os.path.join(cache_dir, key)
+    python = os.path.join(final, "bin", "python")
+    with open(os.path.join(cache_dir, f"{key}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # replicas of one node wait for one install
+        if os.path.exists(python):
+            say(f"packages already installed in {final}")
+            return python
+        building = tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir)
+        try:
+            built = _create_venv(building)
+            no_isolation = ["--no-build-isolation"] if _has_setuptools(built) else []
+            cmd = [built, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *no_isolation,
+                   *packages]
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=building)
+            if done.returncode != 0:
+                lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+                reason = [line for line in lines if line.startswith("ERROR")] or lines[-6:]
+                raise RuntimeError(f"pip could not install {', '.join(map(os.path.basename, packages))} (exit code "
+                                   f"{done.returncode}): " + " | ".join(line.strip() for line in reason[-6:]))
+            os.rename(building, final)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    say(f"packages installed with their requirements into {final}")
+    return python
+
+
+def _has_setuptools(python):
+    return subprocess.run([python, "-c", "import setuptools"], capture_output=True).returncode == 0
+
+
+# -- running ----------------------------------------------------------------------------------------------------
+def _die_with_parent():  # pragma: no cover - in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _reachable(address, timeout=1.0):
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+class Replica:
+    """The module's process for one replica, its lines, and the reasons it may be stopped early."""
+
+    def __init__(self, spec, role, index, out):
+        self.spec, self.role, self.index, self.out = spec, role, index, out
+        self.name = f"{role}-{index}"
+        self.chief_done = threading.Event()
+        self.stop_now = threading.Event()
+        self.process = None
+        self.control = None
+        self._lock = threading.Lock()
+
+    def emit(self, line):
+        with self._lock:
+            if self.control is not None:
+                try:
+                    self.control.sendall((json.dumps({"line": line}) + "\n").encode())
+                except OSError:
+                    self.stop_now.set()
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def say(self, text):
+        self.emit(f"[launcher] {text}")
+
+    def connect(self):
+        address = self.spec.get("control")
+        if not address:
+            return
+        host, _, port = address.rpartition(":")
+        self.control = socket.create_connection((host, int(port)), timeout=10)
+        self.control.settimeout(None)
+        self.control.sendall((json.dumps({"hello": self.name, "token": self.spec.get("token", "")}) + "\n").encode())
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    def _listen(self):
+        for raw in self.control.makefile("r", encoding="utf-8", errors="replace"):
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                continue
+            if message.get("chief_done"):
+                self.chief_done.set()
+            if message.get("stop"):
+                self.stop_now.set()
+        self.stop_now.set()  # the submitting side is gone: nothing may outlive it
+
+    def watch_chief(self):
+        chief = addresses_of(self.spec)[0]
+        seen, gone_since = False, None
+        limit = float(self.spec.get("chief_gone_seconds", 10))
+        while not self.chief_done.is_set() and self.process.poll() is None:
+            up = _reachable(chief)
+            seen = seen or up
+            gone_since = None if up else (gone_since or time.monotonic())
+            if seen and gone_since and time.monotonic() - gone_since >= limit:
+                self.chief_done.set()
+            time.sleep(1.0)
+
+    def run(self, python, args, env, cwd):
+        self.process = subprocess.Popen(
+            [python, "-m", self.spec["module"], *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+            start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        reader = threading.Thread(target=self._read, daemon=True)
+        reader.start()
+        if self.role != "chief" and self.spec.get("watch_chief", not self.spec.get("control")):
+            threading.Thread(target=self.watch_chief, daemon=True).start()
+        grace = float(self.spec.get("evaluator_grace_seconds" if self.role == "evaluator" else "grace_seconds",
+                                    120 if self.role == "evaluator" else 15))
+        chief_ended_at = None
+        while self.process.poll() is None:
+            if self.stop_now.is_set():
+                self.say(f"{self.name} stopped: the job was cancelled or its submitter went away")
+                self.stop()
+                reader.join(5)
+                return 143
+            if self.chief_done.is_set() and chief_ended_at is None:
+                chief_ended_at = time.monotonic()
+            if chief_ended_at is not None and time.monotonic() - chief_ended_at > grace:
+                self.say(f"the chief has ended; {self.name} stopped after {grace:.0f} s, as the service stops it")
+                self.stop()
+                reader.join(5)
+                return 0
+            time.sleep(0.1)
+        reader.join(5)
+        return self.process.returncode
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.emit(line.rstrip("\n"))
+
+    def stop(self, seconds=5.0):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.process.wait(seconds)
+                if sig == signal.SIGTERM:
+                    os.killpg(self.process.pid, signal.SIGKILL)  # what it started in its group
+                return
+            except subprocess.TimeoutExpired:
+                continue
+            except (ProcessLookupError, PermissionError):
+                return
+
+
+def default_cache_dir(environ):
+    home = environ.get("MLSUBMIT_HOME") or os.path.join(os.path.expanduser("~"), ".mlsubmit")
+    return os.path.join(home, "launcher")
+
+
+def run_replica(spec, out=None, environ=None):
+    """Run one replica of `spec` to its end; returns its exit status (see the module docstring)."""
+    out = out or sys.stdout
+    environ = dict(os.environ if environ is None else environ)
+    role, index = locate(check_spec(spec), environ)
+    replica = Replica(spec, role, index, out)
+    replica.connect()
+    work = tempfile.mkdtemp(prefix=f"{spec['job_id']}-{role}-{index}-", dir=spec.get("work_root"))
+    previous = signal.signal(signal.SIGTERM, lambda *a: replica.stop_now.set()) \
+        if threading.current_thread() is threading.main_thread() else None
+    try:
+        env, args = replica_env(spec, role, index, environ)
+        packages = [fetch(uri, work, environ) for uri in spec.get("packages", [])]
+        python = sys.executable
+        if packages:
+            try:
+                python = installed_python(packages, spec.get("cache_dir") or default_cache_dir(environ), replica.say)
+            except RuntimeError as err:
+                replica.say(str(err))
+                return _finish(replica, INSTALL_FAILED)
+        replica.say(f"{replica.name} starts python -m {spec['module']} in {work}")
+        return _finish(replica, replica.run(python, args, env, work))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if not spec.get("keep_workdir"):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _finish(replica, code):
+    if replica.control is not None:
+        try:
+            replica.control.sendall((json.dumps({"exit": code}) + "\n").encode())
+            replica.control.close()
+        except OSError:
+            pass
+    return code
+
+
+def read_spec(argv, environ):
+    if len(argv) >= 2 and argv[0] == "--spec":
+        return json.loads(argv[1])
+    if argv:
+        with open(argv[0], encoding="utf-8") as handle:
+            return json.load(handle)
+    if environ.get(SPEC_VARIABLE):
+        return json.loads(environ[SPEC_VARIABLE])
+    raise SpecError(f"no spec: give a JSON file, --spec JSON, or ${SPEC_VARIABLE}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        spec = read_spec(argv, os.environ)
+        return run_replica(spec)
+    except (SpecError, ValueError, KeyError, TypeError, OSError) as err:
+        print(f"[launcher] error: {err}", file=sys.stderr)
+        return BAD_SPEC
+
+
+
+# -- for the targets: run on the node that an engine placed a replica on -----------------------------------------
+def free_port():
+    """A port of this node that could be bound just now (the engine gathers them into the replicas' addresses)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def run_in_subprocess(spec):
+    """Run the launcher for `spec` (a dict) in a child process of this one, tied to it (it dies with this process),
+    its lines going to the spec's `control` address; returns its exit status. What a Spark task, a Dask task or a
+    Ray actor calls: the work happens in the child, so the engine's own process stays responsive."""
+    text = LAUNCHER_SOURCE or open(__file__, encoding="utf-8").read()
+    env = {k: v for k, v in os.environ.items() if k != SPEC_VARIABLE}
+    env[SPEC_VARIABLE] = json.dumps(spec)
+    process = subprocess.Popen([sys.executable, "-c", text], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+                               start_new_session=True,
+                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    try:
+        _, err = process.communicate()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if process.returncode == BAD_SPEC and err:
+        raise RuntimeError(err.strip().splitlines()[-1])
+    return process.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Real Spark, Dask and Ray clusters on 127.0.0.1 for the engine tests, started as users start them and stopped by
+process group id (each is started in a session of its own: its daemons, executors and workers are in it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlsubmit.local import children
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    target: str  # what `train --target` is given
+    processes: list[subprocess.Popen] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # what `mlsubmit train` needs beside it (PYSPARK_PYTHON)
+
+    def stop(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for process in self.processes:
+                children.kill_group(process, sig)
+            deadline = time.monotonic() + 10
+            while any(p.poll() is None for p in self.processes) and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+
+def _env(home: Path) -> dict[str, str]:
+    # the clusters' replicas keep their venv cache in this module's home, not the user's
+    return {**os.environ, "MLSUBMIT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+
+
+def _start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    return children.popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+
+
+def _wait(check, what: str, cluster: Cluster, log: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if any(p.poll() is not None for p in cluster.processes):
+            break
+        time.sleep(0.5)
+    cluster.stop()
+    raise RuntimeError(f"{what} did not start: {log.read_text(errors='replace')[-3000:]}")
+
+
+def dask_cluster(tmp: Path, workers: int = 3) -> Cluster:
+    port, env, log = free_port(), _env(tmp / "home"), tmp / "dask.log"
+    cluster = Cluster(f"dask://127.0.0.1:{port}")
+    cluster.processes.append(_start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                     "--no-dashboard"], log, env))
+    cluster.processes.append(_start([str(BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--nworkers",
+                                     str(workers), "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                     "--local-directory", str(tmp / "dask-work")], log, env))
+    _wait(lambda: log.read_text(errors="replace").count("Registered to:") >= workers, "the Dask cluster", cluster,
+          log)
+    return cluster
+
+
+def ray_cluster(tmp: Path, cpus: int = 3) -> Cluster:
+    gcs, client, log = free_port(), free_port(), tmp / "ray.log"
+    low = 20000 + (os.getpid() % 400) * 100
+    env = {**_env(tmp / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    temp = tmp / "ray"
+    temp.mkdir(exist_ok=True)
+    cluster = Cluster(f"ray://127.0.0.1:{client}")
+    cluster.processes.append(_start([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+                                     f"--port={gcs}", f"--ray-client-server-port={client}",
+                                     f"--min-worker-port={low}", f"--max-worker-port={low + 99}",
+                                     f"--num-cpus={cpus}", f"--temp-dir={temp}", "--include-dashboard=false",
+                                     "--disable-usage-stats"], log, env))
+    _wait(lambda: "will now block forever" in log.read_text(errors="replace"), "the Ray head", cluster, log)
+    return cluster
+
+
+def spark_cluster(tmp: Path, workers: int = 2, cores: int = 2) -> Cluster:
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    port, log = free_port(), tmp / "spark.log"
+    env = {**_env(tmp / "home"), "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(tmp / "spark-logs"), "SPARK_WORKER_DIR": str(tmp / "spark-work"),
+           "PYSPARK_PYTHON": sys.executable}
+    cluster = Cluster(f"spark://127.0.0.1:{port}", env={"SPARK_LOCAL_IP": "127.0.0.1",
+                                                        "PYSPARK_PYTHON": sys.executable})
+    spark_class = str(home / "bin" / "spark-class")
+    cluster.processes.append(_start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                     "--port", str(port), "--webui-port", str(free_port())], log, env))
+    _wait(lambda: "New state: ALIVE" in log.read_text(errors="replace"), "the Spark master", cluster, log)
+    for _ in range(workers):
+        cluster.processes.append(_start([spark_class, "org.apache.spark.deploy.worker.Worker", "--host",
+                                         "127.0.0.1", "--cores", str(cores), "--memory", "1g", "--webui-port",
+                                         str(free_port()), f"spark://127.0.0.1:{port}"], log, env))
+    _wait(lambda: log.read_text(errors="replace").count("Successfully registered with master") >= workers,
+          "the Spark workers", cluster, log)
+    return cluster

@@ -1,0 +1,51 @@
+"""The tests every engine module runs on its own cluster; a module imports the ones it runs and defines `cluster`
+(module-scoped: one real cluster per engine per module)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import engine_checks as checks
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    return tmp_path_factory.mktemp("home")  # the launcher's venvs are built once for the module, as on a node
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return checks.tiny_project(tmp_path_factory.mktemp("tiny"))
+
+
+def test_the_bundled_trainer_as_chief_and_worker_in_sync(cluster, tmp_path, home):
+    checks.check_synchronous_chief_and_worker(cluster, tmp_path, home)
+
+
+def test_chief_worker_and_parameter_server(cluster, tmp_path, home):
+    checks.check_parameter_servers(cluster, tmp_path, home)
+
+
+def test_a_users_trainer_unmodified(cluster, tmp_path, home):
+    checks.check_user_trainer(cluster, tmp_path, home)
+
+
+def test_a_failing_replica_fails_the_job_with_its_last_lines(cluster, tmp_path, home, tiny):
+    checks.check_failing_replica(cluster, tmp_path, home, tiny)
+
+
+def test_cancel_stops_every_replica(cluster, tmp_path, home, tiny):
+    checks.check_cancel(cluster, tmp_path, home, tiny)
+
+
+def test_a_tuning_study_runs_its_trials_on_the_cluster(cluster, tmp_path, home):
+    checks.check_tuning(cluster, tmp_path, home)
+
+
+def test_a_job_larger_than_the_cluster_starts_nothing(cluster, tmp_path, home, tiny):
+    """4 replicas on a cluster of 3 slots: exit 2, one line, no record, nothing printed."""
+    done = checks.train(cluster, "--package-path", str(tiny), "--module-name", "tinypkg.task", "--workers", "2",
+                        "--ps", "1", "--job-name", "big_job", home=home, cwd=tmp_path)
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    assert f"the job needs 4 replica slots on {cluster.target}, which has 3 free" in done.stderr
+    assert not (home / "cluster-jobs" / "big_job").exists() and done.stdout == ""
