@@ -324,3 +324,31 @@ def test_gcloud_vertex_create_runs_a_hatchling_package_mlsubmit_staged(cloud, tm
     job = _wait(lambda: jobs.get(name=name).execute())
     assert job["state"] == "JOB_STATE_SUCCEEDED", job
     assert json.loads(cloud.object(f"{job_dir}/weights.json"))["loss"] < 2.0
+
+
+def test_each_replica_writes_into_its_own_working_directory(cloud, tmp_path):
+    """#21 one disk per replica: chief and worker both create `model/1/weights.txt` exclusively after reading
+    `--data` relative to the user's directory: locally each gets its own (the user's directory gets nothing), and in
+    the emulator too."""
+    package = TRAINERS / "same_relative_path" / "samepath"
+    user = tmp_path / "user"
+    (user / "inputs").mkdir(parents=True)
+    (user / "inputs" / "rows.txt").write_text("1 2 3\n")
+    before = sorted(p.relative_to(user) for p in user.rglob("*"))
+    local = mlsubmit("train", "--local", "--workers", "1", "--package-path", str(package), "--module-name",
+                     "samepath.task", "--job-name", "samepath_local", "--job-dir", str(tmp_path / "job"), "--",
+                     "--data", "inputs/rows.txt", cwd=user)
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert sorted(p.relative_to(user) for p in user.rglob("*")) == before  # nothing landed in the user's directory
+    root = Path(os.environ["MLSUBMIT_HOME"]) / "replicas" / "samepath_local"
+    assert f"each replica works in its own directory under {root}, a mirror of {user}" in local.stdout
+    for name in ("chief-0", "worker-0"):
+        assert f"[{name}]".ljust(10) + f" {name} saved 3 rows to {root / name}/model/1/weights.txt" in local.stdout
+        assert (root / name / "model" / "1" / "weights.txt").read_text() == f"{name} 3\n"
+
+    remote = cloud.run("train", "--workers", "1", "--package-path", str(package), "--module-name", "samepath.task",
+                       "--job-name", "samepath_emulated", "--skip-preflight", "--",
+                       "--data", str(user / "inputs" / "rows.txt"))
+    assert remote.code == 0, remote.stdout + remote.stderr
+    said = remote.stdout + remote.stderr
+    assert "chief-0 saved 3 rows" in said and "worker-0 saved 3 rows" in said

@@ -52,9 +52,11 @@ class JobRunner:
 def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict[str, str], *,
                on_line: Callable[[str, str], None],
                on_started: Callable[[dict[str, int]], None] = lambda pids: None) -> JobRunner:
-    """A JobRunner for every replica of `plan`, run by `python` (the job's venv) in `work`."""
+    """A JobRunner for every replica of `plan`, run by `python` (the job's venv), each in its own empty working
+    directory `work/replicas/<name>` (what one writes by a relative path never meets another's)."""
     from mlsubmit.local import local_job
     from mlsubmit.local.runner import Replica, Runner
+    from mlsubmit.local.workdir import replica_dir
     from mlsubmit.tuning.trial import with_trial
 
     ports = local_job.reserve_ports(len(plan.replicas))
@@ -69,8 +71,9 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
         if plan.api == "vertex" and not plan.base_output_dir:
             for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
                 env.pop(key, None)  # Vertex AI sets them only with a baseOutputDirectory
-        replicas.append(Replica(planned.name, planned.role, (str(python), "-m", ours.module, *ours.args), env,
-                                str(work)))
+        own = replica_dir(work / "replicas", planned.name)  # its own empty disk, as on Vertex AI
+        replicas.append(Replica(planned.name, planned.role, (str(python), "-m", ours.module, *ours.args),
+                                {**env, "PWD": str(own.path)}, str(own.path)))
         tasks[planned.name] = ours.task
     runner = Runner(replicas, sink=lambda line: None,
                     on_line=lambda name, text: on_line(tasks[name], text))
