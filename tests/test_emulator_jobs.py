@@ -113,7 +113,10 @@ def test_a_failing_replica_fails_the_job_with_its_last_lines(training_emulator, 
     assert job["state"] == "JOB_STATE_FAILED"
     message = job["error"]["message"]
     assert message.startswith("The replica workerpool0-0 exited with a non-zero status of 1.")
-    assert "RuntimeError: boom in chief-0" in message and "Traceback (most recent call last)" in message
+    assert message == "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error."
+    # the traceback is in the replica's log, once (not again in the service's own line)
+    logs = [e.get("textPayload", "") for e in training_emulator.log_lines(job["name"].rsplit("/", 1)[-1], PROJECT)]
+    assert sum("Traceback (most recent call last)" in line for line in logs) == 1, logs
     assert job["error"]["code"] == 3
 
 

@@ -227,3 +227,27 @@ def test_the_launcher_keeps_google_namespace_packages_importable_on_python_3_10(
     outcome = Runner(replicas, sink=lines.append).run()
     assert outcome.state == SUCCEEDED, "\n".join(lines)
     assert lines[-1] == "[chief-0] imported google.cloud.storage and google.protobuf.message"
+
+
+def test_a_failing_replicas_traceback_is_shown_once_with_the_command_for_its_whole_log(tmp_path):
+    """#21/#25: streamed once with the replica's name; the error names its exception and the whole log's file."""
+    task = ("import json, os, sys\n"
+            "role = json.loads(os.environ['TF_CONFIG'])['task']['type']\n"
+            "print('line', 1, flush=True)\n"
+            "if role == 'worker':\n"
+            "    raise ValueError('boom in the worker')\n"
+            "import time; time.sleep(600)\n")
+    package = make_project(tmp_path / "proj", task=task)
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--workers", "1", "--package-path",
+                           str(package), "--python-module", "tinypkg.task", "--job-name", "fails_once"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (done.stdout + done.stderr).count("Traceback (most recent call last):") == 1
+    assert "[worker-0] Traceback (most recent call last):" in done.stdout
+    log = Path(os.environ["MLSUBMIT_HOME"]) / "replicas" / "fails_once" / "worker-0.log"
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: job fails_once failed: worker-0 exited with code 1 (ValueError: boom in the worker); the other "
+        f"replicas were stopped; its traceback is above; the whole log: less {log}; "
+        + done.stderr.strip().split(f"less {log}; ", 1)[1])
+    whole = log.read_text()
+    assert whole.startswith("line 1\nTraceback (most recent call last):") and "ValueError: boom in the worker" in whole

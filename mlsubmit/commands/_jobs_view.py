@@ -297,8 +297,9 @@ def follow(service: Any, status: Any, *, settings: Any, logs: bool, task: str | 
 
 
 def finish(service: Any, final: Any, finder: Any = None, *, settings: Any, check_manifest: bool = True) -> None:
-    """Say how the job ended. Returns when it SUCCEEDED; otherwise shows its error and the first traceback in its
-    logs and raises OperationFailed (exit 1)."""
+    """Say how the job ended. Returns when it SUCCEEDED; otherwise raises OperationFailed (exit 1) after showing
+    the last traceback of its logs ONCE: streamed logs showed it already (then only its exception line is named);
+    otherwise it is read from the logs and shown here. The error names the command that shows the whole log."""
     colour = _STATE_COLOURS.get(final.state, "white")
     ran = f" in {duration(final.start_time, final.end_time)}" if final.start_time else ""
     typer.secho(f"job {final.job_id} {final.state}{ran}", fg=colour, bold=True, err=True)
@@ -307,16 +308,20 @@ def finish(service: Any, final: Any, finder: Any = None, *, settings: Any, check
             typer.echo(f"artifacts: {final.artifacts}/{_manifest_note(final.artifacts) if check_manifest else ''}",
                        err=True)
         return
-    traceback = finder.text if finder is not None and finder.text else _first_traceback(service, final)
-    if traceback:
-        typer.secho("── first traceback in the job's logs " + "─" * 30, fg="red", err=True)
-        typer.echo(traceback, err=True)
+    streamed = finder is not None and finder.fed
+    found = finder if streamed else _last_traceback(service, final)
+    if found is not None and found.text and not streamed:
+        typer.secho(f"── last traceback in the job's logs ({found.task}) " + "─" * 30, fg="red", err=True)
+        typer.echo(found.text, err=True)
     error = (final.error or "").strip().splitlines()
-    raise OperationFailed(f"job {final.job_id} {final.state}" + (f": {error[0]}" if error else ""),
-                          hint=f"the whole log: mlsubmit jobs logs {reattach(final, settings)}")
+    raised = f"; {found.task} raised {found.exception}" if found is not None and found.exception and \
+        found.exception not in error[:1] else ""
+    where = "its traceback is above; " if found is not None and found.text else ""
+    raise OperationFailed(f"job {final.job_id} {final.state}" + (f": {error[0]}" if error else "") + raised,
+                          hint=f"{where}the whole log: mlsubmit jobs logs {reattach(final, settings)}")
 
 
-def _first_traceback(service: Any, final: Any) -> str | None:
+def _last_traceback(service: Any, final: Any) -> Any:
     from mlsubmit.targets.follow import TracebackFinder
     from mlsubmit.errors import MlsubmitError
 
@@ -325,7 +330,7 @@ def _first_traceback(service: Any, final: Any) -> str | None:
         finder.feed(service.logs(final))
     except MlsubmitError:
         return None  # the logs cannot be read: the job's error says enough
-    return finder.text
+    return finder
 
 
 def _manifest_note(job_dir: str) -> str:

@@ -116,9 +116,6 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
                     extras=resolve_extras(package_flags["extra_packages"]))
     outcome, job = run.outcome, run.job
     rejected = outcome.failed is not None and outcome.exit_codes.get(outcome.failed) == 2  # the trainer's bad input
-    if outcome.traceback and not rejected:
-        typer.secho(f"── {outcome.failed}'s last output " + "─" * 40, fg="red", err=True)
-        typer.echo(outcome.traceback, err=True)
     codes = ", ".join(f"{name} {'stopped' if code is None else code}" for name, code in outcome.exit_codes.items())
     colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(outcome.state, "yellow")
     typer.secho(f"job {job.job_id} {outcome.state} in {outcome.seconds:.1f} s — exit codes: {codes}", fg=colour,
@@ -141,5 +138,10 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
         said = (outcome.traceback.strip().splitlines() or [""])[-1].removeprefix("error: ")
         raise UsageError(f"job {job.job_id} failed: {outcome.failed} rejected its input: {said}",
                          hint="fix the trainer arguments after -- (they reach it exactly as written)")
-    raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}; the other replicas were stopped",
-                          hint=f"its output is above; {where}")
+    # its traceback was streamed above with the replica's name: said once, not repeated here
+    last = (outcome.traceback.strip().splitlines() or [""])[-1].strip()
+    log = run.logs.get(outcome.failed) if outcome.failed else None
+    raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}" + (f" ({last})" if last else "") +
+                          "; the other replicas were stopped",
+                          hint=f"its traceback is above; the whole log: less {log}; {where}" if log else
+                          f"its output is above; {where}")

@@ -248,8 +248,10 @@ class Executor:
         if state == "CANCELLED":
             error, status = error or "CANCELED", status or "CANCELLED"
         job = self.store.update(job.name, state=state, end_time=now(), error=error, error_status=status)
+        # the service's own line names the failure; the replica's traceback is in the replica's log, shown once
+        first = (error or "").strip().splitlines()[:1]
         said = {"SUCCEEDED": "Job completed successfully.", "CANCELLED": "Job was cancelled.",
-                "FAILED": f"Job failed. {error or ''}".strip()}[state]
+                "FAILED": f"Job failed. {first[0] if first else ''}".strip()}[state]
         self.store.append_log(job, SERVICE_TASK, said, "ERROR" if state == "FAILED" else "INFO")
 
     def _base_env(self, job: Job) -> dict[str, str]:

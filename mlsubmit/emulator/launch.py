@@ -98,5 +98,7 @@ def outcome_of(plan: JobPlan, outcome: Any, *, timed_out: bool) -> tuple[str, st
         message = f"The replica {'master' if replica.role == 'chief' else replica.role} {replica.index} {ended}."
     else:
         message = f"The replica {replica.task} {ended}. Termination reason: Error."
-    detail = "\n".join(outcome.traceback.splitlines()[-_TAIL:])
+    # legacy AI Platform put the replica's last lines in the job's errorMessage; Vertex AI's error names the replica
+    # and points at the logs, where its traceback is (shown once, by the logs)
+    detail = "\n".join(outcome.traceback.splitlines()[-_TAIL:]) if plan.api == "legacy" else ""
     return "FAILED", f"{message}\n{detail}" if detail else message, "INVALID_ARGUMENT"

@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlsubmit.local import local_job, workdir
@@ -35,6 +35,7 @@ class LocalRun:
     job: local_job.LocalJob
     outcome: Outcome
     python: Path  # the isolated venv's interpreter the replicas ran
+    logs: Mapping[str, Path] = field(default_factory=dict)  # each replica's whole output
 
 
 def isolated_python(package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
@@ -163,8 +164,9 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
         f"(TF_CONFIG names the chief {chief!r}, as {'legacy AI Platform' if api == 'legacy' else 'Vertex AI'} does)")
     workdirs = local_workdirs(job)
     say(next(iter(workdirs.values())).note())
-    runner = Runner(replicas_to_start(job, python, spec.env_dict, workdirs), sink=say, color=color)
+    logs = {name: found.path.parent / f"{name}.log" for name, found in workdirs.items()}
+    runner = Runner(replicas_to_start(job, python, spec.env_dict, workdirs), sink=say, color=color, logs=logs)
     if on_runner is not None:
         on_runner(runner)
     outcome = runner.run()
-    return LocalRun(job, outcome, python)
+    return LocalRun(job, outcome, python, logs)
