@@ -205,3 +205,20 @@ def test_a_job_past_its_timeout_fails(training_emulator, task_package):
                                                                max_runtime_seconds=1)))
     assert job["state"] == "JOB_STATE_FAILED" and job["error"]["code"] == 4  # DEADLINE_EXCEEDED
     assert "maximum running time of 1s" in job["error"]["message"] and time.monotonic() - started < 20
+
+
+def test_a_gpu_job_gets_the_emulated_devices_train_local_gives_and_its_body_does_not(training_emulator, task_package):
+    """#21: a pool asking for more GPUs than this machine has gets MLSUBMIT_EMULATE_DEVICES in its processes only."""
+    bucket, uri = task_package
+    gpu_spec = spec(uri, bucket, "--lines", "1", workers=1, name="gpu-env").replace(
+        chief=Pool("chief", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 2),
+        worker=Pool("worker", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 2))
+    body = vertex_custom_job(gpu_spec)
+    assert "MLSUBMIT_EMULATE_DEVICES" not in json.dumps(body)
+    job = run_vertex(training_emulator, body)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert "MLSUBMIT_EMULATE_DEVICES" not in json.dumps(job["jobSpec"])
+    entries = training_emulator.log_lines(job["name"].rsplit("/", 1)[-1], PROJECT)
+    for task in ("workerpool0-0", "workerpool1-0"):
+        assert env_of(entries, task)["MLSUBMIT_EMULATE_DEVICES"] == "2"
+    assert any("each replica gets MLSUBMIT_EMULATE_DEVICES=2" in line for line in texts(entries, "service"))

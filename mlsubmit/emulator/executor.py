@@ -32,7 +32,7 @@ log = logging.getLogger("mlsubmit.emulator")
 SERVICE_TASK = "service"  # the task name of the service's own log lines, as gcloud shows them
 _SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
                       "CLOUD_ML_JOB_ID", "CLOUD_ML_PROJECT_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-                      "TF_USE_LEGACY_KERAS")
+                      "TF_USE_LEGACY_KERAS", "MLSUBMIT_EMULATE_DEVICES")
 
 
 def plan_of(job: Job) -> JobPlan:
@@ -201,7 +201,8 @@ class Executor:
         runner = runner_for(job, plan, python, work, self._base_env(job),
                             on_line=lambda task, text: self.store.append_log(job, task, text),
                             on_started=lambda pids: self.store.update(
-                                name, processes=[reaper.record(task, pid) for task, pid in pids.items()]))
+                                name, processes=[reaper.record(task, pid) for task, pid in pids.items()]),
+                            say=say)
         with self._cond:  # cancel() holds the lock too: CANCELLING is never overwritten with RUNNING
             if run.cancelled.is_set():
                 return self._interrupted(name, run)

@@ -2,7 +2,9 @@
 
 The service environment comes from `mlsubmit.local.local_job.plan` (the one place that knows what Vertex AI and
 legacy AI Platform set); the program and arguments come from the job body (`plan.Replica`), because the
-service runs them unchanged — it never adds `--emulate-devices`, and only legacy AI Platform adds `--job-dir`.
+service runs them unchanged — it never adds `--emulate-devices`, and only legacy AI Platform adds `--job-dir`. A pool
+with more GPUs than this machine has gets MLSUBMIT_EMULATE_DEVICES in its processes' environment, as `train --local
+--gpus N` gives it: never in the job's body, so nothing of it reaches a real job.
 """
 
 from __future__ import annotations
@@ -51,23 +53,30 @@ class JobRunner:
 
 def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict[str, str], *,
                on_line: Callable[[str, str], None],
-               on_started: Callable[[dict[str, int]], None] = lambda pids: None) -> JobRunner:
+               on_started: Callable[[dict[str, int]], None] = lambda pids: None,
+               say: Callable[[str], None] = lambda text: None) -> JobRunner:
     """A JobRunner for every replica of `plan`, run by `python` (the job's venv), each in its own empty working
     directory `work/replicas/<name>` (what one writes by a relative path never meets another's)."""
     from mlsubmit.local import local_job
     from mlsubmit.local.runner import Replica, Runner
     from mlsubmit.local.workdir import replica_dir
     from mlsubmit.tuning.trial import with_trial
+    from mlsubmit_runtime import EMULATE_DEVICES_VARIABLE
 
     ports = local_job.reserve_ports(len(plan.replicas))
     service = local_job.plan(plan.spec, api=plan.api, job_id=plan.job_id, job_dir=plan.base_output_dir or "",
-                             ports=ports, gpus_here=0)
+                             ports=ports, gpus_here=local_job.gpus_on_this_machine())
+    if service.emulated_devices:  # as `train --local --gpus N`: the process's environment only, never the job's
+        say(f"This machine has {service.gpus_here} GPU(s) and the job asks for {service.emulated_devices}: each "
+            f"replica gets {EMULATE_DEVICES_VARIABLE}={service.emulated_devices} (a trainer that reads it through "
+            "mlsubmit_runtime splits the CPU into that many devices).")
     work.mkdir(parents=True, exist_ok=True)
     replicas, tasks = [], {}
     for planned, ours in zip(service.replicas, plan.replicas, strict=True):
         if (planned.role, planned.index) != (ours.role, ours.index):
             raise RuntimeError(f"replica order differs: {planned.name} vs {ours.task}")
-        env = with_trial({**base_env, **planned.env, **dict(ours.env)})  # task.trial of a tuning trial
+        emulated = {EMULATE_DEVICES_VARIABLE: str(planned.emulate_devices)} if planned.emulate_devices else {}
+        env = with_trial({**base_env, **planned.env, **dict(ours.env), **emulated})  # task.trial of a tuning trial
         if plan.api == "vertex" and not plan.base_output_dir:
             for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
                 env.pop(key, None)  # Vertex AI sets them only with a baseOutputDirectory
