@@ -345,6 +345,9 @@ def test_each_replica_writes_into_its_own_working_directory(cloud, tmp_path):
     for name in ("chief-0", "worker-0"):
         assert f"[{name}]".ljust(10) + f" {name} saved 3 rows to {root / name}/model/1/weights.txt" in local.stdout
         assert (root / name / "model" / "1" / "weights.txt").read_text() == f"{name} 3\n"
+    # the artifacts line claims nothing for the job dir the trainer did not write to, and says where it wrote
+    assert (f"base output directory: {tmp_path / 'job'}/ — nothing was written there; the replicas wrote 2 file(s) by "
+            f"relative paths into their own directories under {root}") in local.stdout
 
     remote = cloud.run("train", "--workers", "1", "--package-path", str(package), "--module-name", "samepath.task",
                        "--job-name", "samepath_emulated", "--skip-preflight", "--",
@@ -352,3 +355,4 @@ def test_each_replica_writes_into_its_own_working_directory(cloud, tmp_path):
     assert remote.code == 0, remote.stdout + remote.stderr
     said = remote.stdout + remote.stderr
     assert "chief-0 saved 3 rows" in said and "worker-0 saved 3 rows" in said
+    assert f"artifacts: none in gs://{cloud.bucket}/jobs/samepath_emulated/ (the trainer wrote nothing there)" in said

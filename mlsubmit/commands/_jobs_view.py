@@ -304,9 +304,10 @@ def finish(service: Any, final: Any, finder: Any = None, *, settings: Any, check
     ran = f" in {duration(final.start_time, final.end_time)}" if final.start_time else ""
     typer.secho(f"job {final.job_id} {final.state}{ran}", fg=colour, bold=True, err=True)
     if final.succeeded:
-        if final.artifacts:
-            typer.echo(f"artifacts: {final.artifacts}/{_manifest_note(final.artifacts) if check_manifest else ''}",
-                       err=True)
+        if final.artifacts:  # only what is there: a trainer that wrote elsewhere left nothing in the job's dir
+            note = _manifest_note(final.artifacts) if check_manifest else ""
+            typer.echo(f"artifacts: none in {final.artifacts}/ (the trainer wrote nothing there)" if note == _NOTHING
+                       else f"artifacts: {final.artifacts}/{note}", err=True)
         return
     streamed = finder is not None and finder.fed
     found = finder if streamed else _last_traceback(service, final)
@@ -333,6 +334,9 @@ def _last_traceback(service: Any, final: Any) -> Any:
     return finder
 
 
+_NOTHING = " (nothing there)"
+
+
 def _manifest_note(job_dir: str) -> str:
     """Whether the trainer's MANIFEST.json (written last) is there: best effort, never an error."""
     from mlsubmit.cloud import storage
@@ -345,4 +349,8 @@ def _manifest_note(job_dir: str) -> str:
                              retry=storage.RetryPolicy(initial=0.2, deadline=5, probe_deadline=5))
     except MlsubmitError:
         return ""
-    return " (MANIFEST.json written last: complete)" if found else " (no MANIFEST.json)"
+    if found:
+        return " (MANIFEST.json written last: complete)"
+    from mlsubmit.local.job_dir_report import holds_objects
+
+    return _NOTHING if holds_objects(job_dir) is False else " (no MANIFEST.json)"

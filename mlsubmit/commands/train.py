@@ -120,7 +120,7 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
     colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(outcome.state, "yellow")
     typer.secho(f"job {job.job_id} {outcome.state} in {outcome.seconds:.1f} s — exit codes: {codes}", fg=colour,
                 bold=True)
-    from mlsubmit.local.job_dir_report import describe, devices_used
+    from mlsubmit.local.job_dir_report import describe, devices_used, replicas_wrote
 
     where = describe(job.job_dir, api=api)
     if job.emulated_devices:
@@ -128,6 +128,10 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
         typer.echo(f"devices: MLSUBMIT_EMULATE_DEVICES={job.emulated_devices} was offered; " + (
             f"the trainer's metrics.json says it trained on {used}" if used else
             "the job dir does not say what the trainer used"))
+    wrote = replicas_wrote(run.logs[next(iter(run.logs))].parent) if run.logs else 0
+    if wrote:  # relative writes stay in each replica's own directory (mlsubmit.local.workdir)
+        where += (f"; the replicas wrote {wrote} file(s) by relative paths into their own directories under "
+                  f"{run.logs[next(iter(run.logs))].parent}")
     if outcome.state == "SUCCEEDED":
         typer.echo(where)
         return
