@@ -356,3 +356,26 @@ def test_each_replica_writes_into_its_own_working_directory(cloud, tmp_path):
     said = remote.stdout + remote.stderr
     assert "chief-0 saved 3 rows" in said and "worker-0 saved 3 rows" in said
     assert f"artifacts: none in gs://{cloud.bucket}/jobs/samepath_emulated/ (the trainer wrote nothing there)" in said
+
+
+def test_package_path_dot_on_a_project_root_points_at_its_package():
+    done = mlsubmit("package", "--package-path", ".", "--dry-run", cwd=TRAINERS / "vertex_strict")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.strip().endswith("it is the project holding the package, not the package: pass "
+                                        "--package-path trainer"), done.stderr
+
+
+def test_a_setup_py_reading_a_file_the_sdist_lacks_is_refused_with_the_cause_and_the_fix(tmp_path):
+    """#21: a setup.py that reads requirements.txt, without the MANIFEST.in that ships it: the build's own cause
+    (FileNotFoundError) and how to ship the file, in one line, exit 2; nothing left in dist/."""
+    project = tmp_path / "project"
+    shutil.copytree(TRAINERS / "setup_reads_requirements", project)
+    (project / "MANIFEST.in").unlink()
+    done = mlsubmit("package", "--package-path", str(project / "trainer"), "--dist-dir", str(tmp_path / "dist"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "does not install (pip exit code 1): FileNotFoundError: [Errno 2] No such file or directory: " \
+           in done.stderr
+    assert done.stderr.strip().endswith("the setup.py reads requirements.txt, which the sdist does not carry: ship it "
+                                        "(a MANIFEST.in line `include requirements.txt`, or package data), or stop "
+                                        "reading it in setup.py")
+    assert not list((tmp_path / "dist").glob("*"))

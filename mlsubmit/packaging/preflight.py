@@ -34,6 +34,7 @@ from pathlib import Path
 
 from mlsubmit.local import children  # pip and the checks run as children that die with us and can be stopped
 from mlsubmit.errors import UsageError
+from mlsubmit.packaging.frontend import missing_file_hint
 from mlsubmit.packaging.module_check import check_module, find_module, inspect_module, module_missing
 from mlsubmit.packaging.requirements import install_requirements, needs_build_isolation
 from mlsubmit.packaging.sdist import Sdist
@@ -211,7 +212,8 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
                              f"{(base or own_env()).label}", hint="pip install setuptools, or pass --skip-preflight")
         raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): "
                          f"{build_cause(done.stderr or done.stdout)}",
-                         hint="fix the package or setup.py; --skip-preflight skips this check") from None
+                         hint=missing_file_hint(build_cause(done.stderr or done.stdout)) or
+                         "fix the package or setup.py; --skip-preflight skips this check") from None
     if not requirements:
         return python, ()
     installed = install_requirements(python, path, cwd=venv_dir, env=_index_env(venv_dir), timeout=timeout)
