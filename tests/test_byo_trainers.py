@@ -34,7 +34,8 @@ LAYOUTS = {
     "setup_reads_requirements": ("trainer", "pypa/build, mlsubmit's setuptools, backend "
                                  "setuptools.build_meta:__legacy__ (setup.py computes its metadata", ("tabulate",)),
     "requirements_only": ("trainer", "in-process reproducible build (no setup.py: one generated, as gcloud does, "
-                          "with the requirements of requirements.txt)", ("tabulate>=0.8",)),
+                          "with the requirements of requirements.txt, which gcloud's generated setup.py does not "
+                          "read: tabulate>=0.8)", ("tabulate>=0.8",)),
     "pyproject_hatchling": ("trainer", "pypa/build, isolated, backend hatchling.build (pyproject.toml project",
                             ("tabulate",)),
     "pyproject_setuptools": ("trainer", "pypa/build, mlsubmit's setuptools, backend "
