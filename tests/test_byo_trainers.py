@@ -380,3 +380,20 @@ def test_a_setup_py_reading_a_file_the_sdist_lacks_is_refused_with_the_cause_and
                                         "(a MANIFEST.in line `include requirements.txt`, or package data), or stop "
                                         "reading it in setup.py")
     assert not list((tmp_path / "dist").glob("*"))
+
+
+def test_a_tensorflow_gs_write_in_the_emulator_says_why_and_what_to_do(cloud, tmp_path):
+    """#21: TensorFlow's GCS filesystem never reaches the emulator; the job's error says so, once, with the fix."""
+    from support.tiny_package import make_project
+
+    task = ("import os\nimport tensorflow as tf\n\n"
+            "tf.io.gfile.makedirs(os.environ['AIP_MODEL_DIR'])\n")
+    package = make_project(tmp_path / "proj", task=task)
+    done = cloud.run("train", "--package-path", str(package), "--module-name", "tinypkg.task", "--job-name",
+                     "tf_gs_write", "--skip-preflight")
+    assert done.code == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error. (emulator) " \
+           "TensorFlow's own GCS filesystem (tf.io.gfile, model.save or checkpoints to gs://) cannot reach the " \
+           "emulator's Cloud Storage" in last, last
+    assert "mlsubmit_runtime.artifacts.publish_dir" in last

@@ -89,6 +89,19 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
     return JobRunner(runner, tasks, on_started)
 
 
+def tensorflow_gcs_note(traceback: str) -> str | None:
+    """For a replica that failed in TensorFlow's own Cloud Storage filesystem (tf.io.gfile, a Keras save or a
+    checkpoint to gs://): why that cannot work in the emulator, and what to do."""
+    lines = traceback.splitlines()
+    tensorflow = any("errors_impl." in line or "File system scheme 'gs'" in line for line in lines)
+    if not tensorflow or not any("gs://" in line or "googleapis.com" in line for line in lines):
+        return None
+    return ("(emulator) TensorFlow's own GCS filesystem (tf.io.gfile, model.save or checkpoints to gs://) cannot "
+            "reach the emulator's Cloud Storage: it does not read STORAGE_EMULATOR_HOST. Write to a local directory "
+            "and upload it with google-cloud-storage (mlsubmit_runtime.artifacts.publish_dir does), or run "
+            "`mlsubmit train --local` with a local --job-dir.")
+
+
 def outcome_of(plan: JobPlan, outcome: Any, *, timed_out: bool) -> tuple[str, str | None, str | None]:
     """(state, error message, google.rpc status name) of a finished run, worded as the service words it."""
     from mlsubmit.local.runner import describe_exit
@@ -109,5 +122,8 @@ def outcome_of(plan: JobPlan, outcome: Any, *, timed_out: bool) -> tuple[str, st
         message = f"The replica {replica.task} {ended}. Termination reason: Error."
     # legacy AI Platform put the replica's last lines in the job's errorMessage; Vertex AI's error names the replica
     # and points at the logs, where its traceback is (shown once, by the logs)
+    note = tensorflow_gcs_note(outcome.traceback)
+    if note:  # the emulator's own word, on the line a user reads first
+        message = f"{message} {note}"
     detail = "\n".join(outcome.traceback.splitlines()[-_TAIL:]) if plan.api == "legacy" else ""
     return "FAILED", f"{message}\n{detail}" if detail else message, "INVALID_ARGUMENT"
