@@ -69,8 +69,8 @@ def base_env(image=None, say: Callable[[str], None] = lambda text: None) -> Base
     image a job with default flags runs), built once by mlsubmit.local.image_env, when image environments are on
     and that image is a TensorFlow one; otherwise mlsubmit's own environment.
 
-    Raises:
-        UsageError: the image's environment cannot be built (the reason, one line).
+    Where the image's environment cannot be had (offline before it was built; a pip that cannot resolve for it),
+    mlsubmit's own environment is used and its label says why, so the pre-flight's output line says it.
     """
     from mlsubmit.local import image_env
 
@@ -83,7 +83,10 @@ def base_env(image=None, say: Callable[[str], None] = lambda text: None) -> Base
         image = image_for(JobSpec())
     if image is None or image.framework != "tensorflow":
         return own_env()
-    python, _ = image_env.image_python(image, say)
+    try:
+        python, _ = image_env.image_python(image, say)
+    except UsageError as err:  # said where the result is shown, never silently
+        return BaseEnv(own_env().python, f"mlsubmit's own environment, not image {image.name}'s ({err.message})")
     return BaseEnv(python, f"image {image.name}'s environment")
 
 
