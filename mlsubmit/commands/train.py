@@ -143,7 +143,8 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
         raise UsageError(f"job {job.job_id} failed: {outcome.failed} rejected its input: {said}",
                          hint="fix the trainer arguments after -- (they reach it exactly as written)")
     # its traceback was streamed above with the replica's name: said once, not repeated here
-    last = (outcome.traceback.strip().splitlines() or [""])[-1].strip()
+    last = (outcome.traceback.strip().splitlines() or [""])[-1].strip() \
+        if outcome.traceback.startswith("Traceback (most recent call last)") else ""  # a killed replica has none
     log = run.logs.get(outcome.failed) if outcome.failed else None
     raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}" + (f" ({last})" if last else "") +
                           "; the other replicas were stopped",
