@@ -11,6 +11,12 @@ XLA variant, for N = 1, 2, 4, … up to the devices the machine has:
 Per N: speedup over the trainer on 1 device, scaling efficiency (speedup / N), the ratio to plain Keras at the same
 global batch. Images/s leave out the first epoch (tracing, XLA compilation). Every run is a fresh process.
 
+`--backend jax|torch` measures the trainer's Keras 3 route on that backend instead, without TensorFlow (its numpy input
+pipeline, plain Keras on the same backend; nothing here imports TensorFlow then, and `--python` runs every process
+with another interpreter, e.g. a venv where TensorFlow is not installed): JAX trains data-parallel over N devices
+(emulated: XLA host-platform devices), torch on one device (Keras 3.15 distributes only on JAX and TensorFlow).
+XLA: `auto` lets Keras choose (JAX compiles every step), the default on jax and torch.
+
 On a machine without GPUs the N devices are logical CPU devices (`--emulate-devices`): they share the same cores, so
 the figures show the data-parallel path's overhead, not a speedup; the output says so. Mixed precision is
 `mixed_float16` on GPUs and `mixed_bfloat16` on CPUs (float16 arithmetic is emulated, and slow, on CPUs).
@@ -18,7 +24,7 @@ XLA on with N ≥ 2 is not run: Keras 3 cannot XLA-compile a MirroredStrategy st
 
     python benchmarks/gpu_scaling.py [--quick] [--models cifar10_vgg,mnist_cnn] [--samples 8192] [--epochs 3]
         [--batch-size 128] [--max-devices N] [--emulate-devices N] [--precision float32,mixed|mixed_bfloat16]
-        [--xla off,on]
+        [--xla off,on,auto] [--backend tensorflow|jax|torch] [--python PYTHON]
         [--repeats 1] [--json gpu_scaling.json]
 """
 
@@ -39,18 +45,35 @@ ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"cifar10_vgg": "32x32x3", "mnist_cnn": "28x28x1"}
 MIXED = {"GPU": "mixed_float16", "CPU": "mixed_bfloat16"}
 
-# One process: what TensorFlow sees (device count and GPU model).
-PROBE = r"""
+# One process per backend: what it sees (device count and GPU model) and its version; JAX and torch without TF.
+PROBES = {
+    "tensorflow": r"""
 import json, tensorflow as tf
 gpus = tf.config.list_physical_devices("GPU")
 names = [tf.config.experimental.get_device_details(g).get("device_name", "GPU") for g in gpus]
-print(json.dumps({"gpus": len(gpus), "gpu_names": names, "tensorflow": tf.__version__}))
-"""
+print(json.dumps({"gpus": len(gpus), "gpu_names": names, "version": tf.__version__}))
+""",
+    "jax": r"""
+import json, jax
+try:
+    gpus = jax.devices("gpu")
+except RuntimeError:
+    gpus = []
+print(json.dumps({"gpus": len(gpus), "gpu_names": [g.device_kind for g in gpus], "version": jax.__version__}))
+""",
+    "torch": r"""
+import json, torch
+n = torch.cuda.device_count()
+print(json.dumps({"gpus": n, "gpu_names": [torch.cuda.get_device_name(i) for i in range(n)],
+                  "version": torch.__version__}))
+""",
+}
 
-# One process per (model, variant, global batch): the trainer's pipeline alone, then plain Keras on one device.
+# One process per (model, variant, global batch): the trainer's pipeline alone, then plain Keras on one device, on
+# the backend KERAS_BACKEND names (tf.data on tensorflow; trainer.batches, without TensorFlow, on jax and torch).
 BASELINE = r"""
 import json, sys, time
-import numpy as np, tensorflow as tf, keras
+import numpy as np, keras
 from trainer import pipeline
 from trainer.callbacks import EpochTimer
 from trainer.data import load
@@ -58,19 +81,22 @@ from trainer.models import MODELS, build_model
 model_name, spec, batch, epochs, precision, xla = sys.argv[1:7]
 batch, epochs = int(batch), int(epochs)
 a = load(spec, validation_split=0.0, seed=42)
-pipes = pipeline.build(a, per_replica_batch=batch, replicas=1, seed=42, augment=MODELS[model_name].augment)
-it = iter(pipes.train)
+backend = keras.backend.backend()
+pipes = pipeline.build(a, per_replica_batch=batch, replicas=1, seed=42, augment=MODELS[model_name].augment,
+                       backend=backend)
+it = iter(pipes.train) if backend == "tensorflow" else (pipes.train[i] for i in range(2**62))
 for _ in range(pipes.steps_per_epoch):  # first epoch: warm-up (tracing, autotune)
     next(it)
 t = time.perf_counter()
 for _ in range(pipes.steps_per_epoch * max(epochs - 1, 1)):
     x, y = next(it)
-x.numpy()
+np.asarray(x)
 pipe = pipes.steps_per_epoch * batch * max(epochs - 1, 1) / (time.perf_counter() - t)
 keras.utils.set_random_seed(42)
 keras.mixed_precision.set_global_policy(precision)
 model = build_model(keras, model_name, a.input_shape, a.num_classes)
-model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=xla == "on")
+model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"],
+              jit_compile={"on": True, "off": False}.get(xla, "auto"))
 timer = EpochTimer((len(a.x_train) // batch) * batch)  # the trainer's own clock: first epoch left out
 model.fit(a.x_train, a.y_train, batch_size=batch, epochs=epochs, verbose=0, callbacks=[timer])
 print(json.dumps({"keras": timer.samples_per_second, "pipeline": pipe, "jit_compile": bool(model.jit_compile)}))
@@ -129,10 +155,14 @@ def render(rows: list[dict], header: str) -> str:
     return "\n".join(lines)
 
 
+PYTHON = [sys.executable]  # main() sets --python here: every measured process runs on it
+BACKEND = {"KERAS_BACKEND": "tensorflow"}  # main() sets --backend here: plain Keras and the probe run on it
+
+
 def _python(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **BACKEND,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run([*PYTHON, *args], cwd=ROOT, env=env, capture_output=True, text=True)
     if check and done.returncode:
         raise RuntimeError(_last_line(done.stderr) or f"exit code {done.returncode}")
     return done
@@ -147,7 +177,7 @@ def run_trainer(model: str, spec: str, n: int, emulate: int, args, precision: st
     with tempfile.TemporaryDirectory() as job:
         cmd = ["-m", "trainer.task", "--job-dir", job, "--model", model, "--data", spec, "--epochs", str(args.epochs),
                "--batch-size", str(args.batch_size), "--validation-split", "0", "--patience", "1000",
-               "--gpus", str(n), "--precision", precision, "--jit-compile", xla]
+               "--gpus", str(n), "--precision", precision, "--jit-compile", xla, "--backend", args.backend]
         if emulate:
             cmd += ["--emulate-devices", str(emulate)]
         _python(cmd)
@@ -174,8 +204,8 @@ def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
                             base = run_baseline(model, spec, global_batch, args, precision, xla)
                             runs["keras"].append(round(base["keras"], 1))
                             runs["pipeline"].append(round(base["pipeline"], 1))
-                            if xla == "on" and n >= 2:
-                                row["error"] = "not run: Keras 3 cannot XLA-compile a MirroredStrategy step"
+                            if skip(args.backend, xla, n):
+                                row["error"] = skip(args.backend, xla, n)
                             else:
                                 runs["trainer"].append(run_trainer(model, spec, n, emulate, args, precision, xla))
                     except RuntimeError as err:
@@ -187,6 +217,17 @@ def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
                           f"keras {row.get('keras')}, pipeline {row.get('pipeline')} {row.get('error', '')}",
                           file=sys.stderr, flush=True)
     return rows
+
+
+def skip(backend: str, xla: str, n: int) -> str | None:
+    """Why the trainer is not run for this cell (the trainer refuses it), None when it is (pure)."""
+    if backend == "tensorflow" and xla == "on" and n >= 2:
+        return "not run: Keras 3 cannot XLA-compile a MirroredStrategy step"
+    if backend == "torch" and n >= 2:
+        return "not run: torch trains on one device (Keras 3.15 distributes only on JAX and TensorFlow)"
+    if backend == "torch" and xla == "on":
+        return "not run: the trainer does not run torch.compile (--jit-compile on)"
+    return None
 
 
 def _csv(choices: tuple[str, ...]):
@@ -212,15 +253,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="use N logical CPU devices even where GPUs exist (default: the GPUs, else 2 emulated)")
     p.add_argument("--precision", type=_csv(("float32", "mixed", "mixed_float16", "mixed_bfloat16")),
                    default=["float32", "mixed"], help="mixed: mixed_float16 on GPUs, mixed_bfloat16 on CPUs")
-    p.add_argument("--xla", type=_csv(("off", "on")), default=["off", "on"])
+    p.add_argument("--xla", type=_csv(("off", "on", "auto")), default=None,
+                   help="default: off,on on tensorflow; auto (Keras's choice: JAX compiles every step) on jax and torch")
+    p.add_argument("--backend", choices=("tensorflow", "jax", "torch"), default="tensorflow",
+                   help="the Keras backend the trainer and plain Keras run on (jax and torch need no TensorFlow)")
+    p.add_argument("--python", default=sys.executable,
+                   help="the interpreter of every measured process (e.g. a venv without TensorFlow)")
     p.add_argument("--repeats", type=int, default=1, help="runs of each measurement; the median is reported")
     p.add_argument("--json", default="gpu_scaling.json", help="where the results go")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: mnist_cnn, 512 samples, batch 32, 2 epochs, float32, XLA off, N ≤ 2")
     args = p.parse_args(argv)
+    if args.xla is None:
+        args.xla = ["off", "on"] if args.backend == "tensorflow" else ["auto"]
     if args.quick:
         args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 512, 32, 2
-        args.precision, args.xla, args.max_devices = ["float32"], ["off"], min(args.max_devices or 2, 2)
+        args.precision, args.max_devices = ["float32"], min(args.max_devices or 2, 2)
+        args.xla = ["off"] if args.backend == "tensorflow" else ["auto"]
     if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:
         p.error("--samples, --batch-size and --repeats must be ≥ 1 and --epochs ≥ 2 (the first epoch is left out)")
     return args
@@ -228,29 +277,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    probe = json.loads(_python(["-c", PROBE]).stdout.strip().splitlines()[-1])
+    PYTHON[:] = [args.python]
+    BACKEND["KERAS_BACKEND"] = args.backend
+    probe = json.loads(_python(["-c", PROBES[args.backend]]).stdout.strip().splitlines()[-1])
     emulate = args.emulate_devices if args.emulate_devices is not None else (0 if probe["gpus"] else 2)
     kind = "CPU" if emulate else "GPU"
     counts = ladder(emulate or probe["gpus"], args.max_devices)
+    if args.backend == "torch":
+        counts = counts[:1]  # one device: Keras 3.15 distributes only on JAX and TensorFlow
     if emulate:
         devices = (f"{emulate} emulated CPU devices (logical devices sharing {os.cpu_count()} cores: NOT GPUs; the "
                    "figures show the data-parallel path's overhead, not GPU scaling)")
     else:
         devices = f"{probe['gpus']} × {probe['gpu_names'][0]}"
     header = (f"{datetime.date.today()} · {platform.machine()}, {os.cpu_count()} cores, Python "
-              f"{platform.python_version()}, TensorFlow {probe['tensorflow']} · devices: {devices}\n"
+              f"{platform.python_version()}, backend {args.backend} {probe['version']} · devices: {devices}\n"
               f"{args.samples} synthetic samples per model, per-replica batch {args.batch_size}, {args.epochs} epochs "
               f"(first left out), median of {args.repeats}; keras = plain model.fit on one device at the same global "
-              "batch; efficiency = speedup over the trainer on 1 device / N; pipeline = the trainer's tf.data "
-              "pipeline alone")
+              "batch; efficiency = speedup over the trainer on 1 device / N; pipeline = the trainer's "
+              f"{'tf.data' if args.backend == 'tensorflow' else 'numpy (no TensorFlow)'} pipeline alone")
     print(header.splitlines()[0], file=sys.stderr, flush=True)
     rows = summarise(measure(args, emulate, counts, kind))
     result = {"date": str(datetime.date.today()), "machine": platform.machine(), "cores": os.cpu_count(),
-              "python": platform.python_version(), "tensorflow": probe["tensorflow"],
+              "python": platform.python_version(), "backend": args.backend, "backend_version": probe["version"],
+              "interpreter": args.python,
               "devices": {"kind": "emulated CPU" if emulate else "GPU", "count": emulate or probe["gpus"],
                           "gpu_names": probe["gpu_names"], "emulated": bool(emulate)},
               "settings": {k: getattr(args, k) for k in ("models", "samples", "epochs", "batch_size", "precision",
-                                                         "xla", "repeats", "quick")},
+                                                         "xla", "repeats", "quick", "backend")},
               "device_counts": counts, "rows": rows}
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(render(rows, header))

@@ -28,7 +28,7 @@ class MlsubmitError(Exception):
             self.exit_code = exit_code
 
     def one_line(self) -> str:
-        return printable(f"{self.message}; {self.hint}" if self.hint else self.message)
+        return bounded(printable(f"{self.message}; {self.hint}" if self.hint else self.message))
 
 
 class UsageError(MlsubmitError):
@@ -47,9 +47,34 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
 
 
+MAX_SHOWN = 200  # characters of a received value shown whole; a longer one shows its first SHOWN_START
+SHOWN_START = 60
+MAX_LINE = 4000  # characters of one error line, whatever a message was built from
+
+
+def shown(received: object) -> str:
+    """`received` as an error message quotes it: its repr, or for a long one its start and its length
+    (`'aaaa…' (100,000 characters)`), so a 100 KB value typed by mistake gives a readable line, not 100 KB."""
+    if isinstance(received, str) and len(received) > MAX_SHOWN:
+        return f"{received[:SHOWN_START] + '…'!r} ({len(received):,} characters)"
+    text = repr(received)
+    return text if len(text) <= MAX_SHOWN else f"{text[:SHOWN_START]}… ({len(text):,} characters)"
+
+
+def bounded(line: str) -> str:
+    """`line` cut in the middle when longer than MAX_LINE: the start says what was wrong, the end what to do."""
+    if len(line) <= MAX_LINE:
+        return line
+    return f"{line[:MAX_LINE // 2]} … ({len(line):,} characters in all) … {line[-MAX_LINE // 4:]}"
+
+
 def invalid_value(field: str, received: object, allowed: str, *, hint: str | None = None) -> UsageError:
-    """Build the standard message: "Invalid value for `field`. Received: … Expected …"."""
-    return UsageError(f"invalid value for {field}: received {received!r}; expected {allowed}", hint=hint)
+    """Build the standard message: "Invalid value for `field`. Received: … Expected …".
+
+    A long `received` is shown by its start and length (`shown`), in the hint too where the hint repeats it."""
+    if hint and isinstance(received, str) and len(received) > MAX_SHOWN:
+        hint = hint.replace(received, f"{received[:SHOWN_START]}…")
+    return UsageError(f"invalid value for {field}: received {shown(received)}; expected {allowed}", hint=hint)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

@@ -15,14 +15,14 @@ from typing import IO, Any
 import typer
 from typer._click import exceptions as click_errors  # typer 0.29 vendors click; its own core imports it so
 
-from mlsubmit.errors import did_you_mean, printable
+from mlsubmit.errors import MAX_SHOWN, SHOWN_START, bounded, did_you_mean, printable, shown
 
 
 class OneLineUsageError(click_errors.UsageError):
     """A usage error already phrased as mlsubmit's one line (message; hint)."""
 
     def show(self, file: IO[Any] | None = None) -> None:
-        typer.secho(f"error: {printable(self.message)}", fg="red", err=True)
+        typer.secho(f"error: {bounded(printable(self.message))}", fg="red", err=True)
 
 
 def _options(command: Any) -> list[str]:
@@ -47,11 +47,13 @@ def one_line(err: click_errors.UsageError) -> click_errors.UsageError:
     help_hint = f"see `{ctx.command_path} --help`" if ctx is not None else "see --help"
     hint = None
     if isinstance(err, click_errors.NoSuchOption):
-        message = f"unknown option {err.option_name}{where}"
+        name = err.option_name  # as typed: a long one by its start and length
+        name = name if len(name) <= MAX_SHOWN else f"{name[:SHOWN_START]}… ({len(name):,} characters)"
+        message = f"unknown option {name}{where}"
         hint = did_you_mean(err.option_name, _options(ctx.command)) if ctx is not None else None
     elif err.message.startswith("No such command") and ctx is not None:
         typed = err.message.split("'")[1] if err.message.count("'") >= 2 else ""
-        message = f"unknown command {typed!r}{where}"
+        message = f"unknown command {shown(typed)}{where}"
         commands = getattr(ctx.command, "list_commands", lambda _ctx: [])(ctx)
         hint = did_you_mean(typed, commands)
         if not hint:

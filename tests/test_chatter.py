@@ -38,6 +38,23 @@ CHATTER = [
     "2024-01-02 03:04:05.912345: E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:282] failed call to "
     "cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",
 ]
+# Printed by a real chief + worker `mlsubmit train --local --workers 1 -- --dry-run` of the bundled trainer
+# (TensorFlow 2.21, TF_CPP_MIN_LOG_LEVEL=0 as a user trainer that leaves it unset prints them), after the start-up
+# lines above: the gRPC servers and the coordination service connecting.
+CLUSTER_CHATTER = [
+    "I0000 00:00:1795571368.090971   18833 grpc_server_lib.cc:467] Started server with target: grpc://127.0.0.1:36173",
+    "I0000 00:00:1795571368.974656   18831 coordination_service.cc:221] Initializing CoordinationService",
+    "I0000 00:00:1795571369.048415   19165 coordination_service.h:529] /job:worker/replica:0/task:0 has connected to "
+    "coordination service. Incarnation: 18339773620583187770",
+    "I0000 00:00:1795571369.048512   19165 coordination_service.cc:502] Waiting for 1/2 tasks to connect.",
+    "I0000 00:00:1795571369.048523   19165 coordination_service.cc:505] Example stragglers:",
+    "I0000 00:00:1795571369.049035   18833 coordination_service_agent.cc:245] Coordination agent has successfully "
+    "connected.",
+    "I0000 00:00:1795571369.128841   19165 coordination_service.cc:1472] Barrier(WaitForAllTasks::6835694342961452267"
+    "::0) has passed with status: OK",
+    "I0000 00:00:1795571371.224583   18831 generator_dataset_op.cc:213] Memory patch applied: M_TRIM_THRESHOLD=128 kb "
+    "was set.",
+]
 REAL = [
     "E0000 00:00:1795528118.697118   11197 op_kernel.cc:1857] OP_REQUIRES failed at save_restore_v2_ops.cc:150 : "
     "NOT_FOUND: backup/workertemp_0; No such file or directory",
@@ -46,10 +63,18 @@ REAL = [
     "error: invalid input x.npz[x_test]: row 3 holds nan; expected finite numbers",
     "Epoch 1/2 - oneDNN custom operations are on. (a trainer's own line that merely quotes it)",
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR, and more",
+    # near misses of the cluster lines: a real warning in the same files, a user's own lines quoting them
+    "W0000 00:00:1795571371.248757   18831 dataset.cc:997] Input of GeneratorDatasetOp::Dataset will not be optimized "
+    "because the dataset does not implement the AsGraphDefInternal() method needed to apply optimizations.",
+    "E0000 00:00:1795571390.010110   19164 coordination_service.cc:1472] Barrier(WaitForAllTasks::1::0) has passed "
+    "with status: DEADLINE_EXCEEDED",
+    "Started server with target: grpc://127.0.0.1:36173",
+    "I0000 00:00:1795571368.090971   18833 grpc_server_lib.cc:467] Started server with target: grpc://x and more",
+    "/job:worker/replica:0/task:0",
 ]
 
 
-@pytest.mark.parametrize("line", CHATTER)
+@pytest.mark.parametrize("line", CHATTER + CLUSTER_CHATTER)
 def test_known_start_up_lines_are_chatter(line):
     assert is_chatter(line) and is_chatter(line + "\n")
 
@@ -81,3 +106,44 @@ def test_quiet_native_startup_replays_what_is_not_chatter(capfd):
     with quiet_native_startup():
         os.write(2, (CHATTER[0] + "\n" + REAL[1] + "\n" + CHATTER[1] + "\n").encode())
     assert capfd.readouterr().err == REAL[1] + "\n"
+
+
+def test_the_stragglers_listed_after_their_heading_go_with_it_and_nothing_more():
+    """`Example stragglers:` is followed by one task name per line; those go, the first other line ends the list,
+    and a task name anywhere else is a line like any other."""
+    task_lines = ["/job:chief/replica:0/task:0", "/job:worker/replica:0/task:1"]
+    lines = [CLUSTER_CHATTER[4], *task_lines, REAL[3], task_lines[0], CLUSTER_CHATTER[5]]
+    assert list(drop_chatter(line + "\n" for line in lines)) == [REAL[3] + "\n", task_lines[0] + "\n"]
+    assert without_chatter("\n".join([CLUSTER_CHATTER[4], *task_lines, "Epoch 1/2"])) == "Epoch 1/2"
+
+
+def test_mlsubmit_and_the_trainer_share_one_recogniser():
+    import mlsubmit.chatter
+    import mlsubmit_runtime.chatter
+
+    assert mlsubmit.chatter.is_chatter is mlsubmit_runtime.chatter.is_chatter
+    assert mlsubmit.chatter.drop_chatter is mlsubmit_runtime.chatter.drop_chatter
+
+
+@pytest.mark.slow
+def test_a_real_chief_and_worker_run_prints_no_tensorflow_start_up_lines(tmp_path):
+    """A real local 2-replica job of the bundled trainer, with TensorFlow's INFO lines on (as in a trainer that
+    does not set TF_CPP_MIN_LOG_LEVEL): every replica line is the trainer's own or a real warning, none of the
+    start-up or cluster connection lines (tests.test_local_training covers the training itself)."""
+    import subprocess
+
+    from tests.support.trainer_run import ROOT
+
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(ROOT / "trainer"),
+                           "--workers", "1", "--job-name", "quiet_job", "--job-dir", "job",
+                           "--env", "TF_CPP_MIN_LOG_LEVEL=0", "--", "--dry-run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    replica_lines = [line for line in done.stdout.splitlines() if line.startswith(("[chief-0]", "[worker-0]"))]
+    assert any("mlsubmit trainer dry run finished" in line for line in replica_lines)
+    assert any("worker-0: trained 1 epoch(s)" in line for line in replica_lines)
+    for source in ("absl::InitializeLog", "cudart_stub", "cpu_feature_guard", "rebuild TensorFlow", "cuda_platform",
+                   "grpc_server_lib", "coordination_service", "Example stragglers", "generator_dataset_op"):
+        assert not [line for line in replica_lines if source in line], source

@@ -43,7 +43,8 @@ def test_a_config_equals_what_the_installed_command_prints():
     result = subprocess.run([sys.executable, "-m", "mlsubmit", "config", *args], capture_output=True, text=True,
                             check=True)
     assert result.stdout == body.split("\n", 1)[1]
-    assert result.stderr == ""
+    assert result.stderr.startswith("cost estimate (")  # stderr holds the cost estimate (#24) and nothing else
+    assert all(line.startswith("  ") for line in result.stderr.splitlines()[1:])
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.vertex.yaml")), ids=lambda p: p.name)

@@ -5,10 +5,12 @@ right code, within the read timeout, and the emulator keeps serving."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
 import time
+import zlib
 from urllib.parse import urlsplit
 
 import pytest
@@ -124,6 +126,55 @@ def test_wire_level_mistakes_are_answered_in_google_error_json(training_emulator
     assert training_emulator.admin("GET", "health")["status"] == "ok"
 
 
+def _post(body: bytes, *headers: str) -> bytes:
+    lines = "".join(f"{h}\r\n" for h in ("Host: x", "Content-Type: application/json", *headers))
+    return f"POST {LIST} HTTP/1.1\r\n{lines}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+
+
+def _peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
+def _gzip_bomb(size: int = 64 << 20) -> bytes:
+    """`size` bytes of spaces, gzipped block by block (about 64 KB; never `size` bytes in this process)."""
+    packer, block = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS), b" " * (1 << 20)
+    return b"".join(packer.compress(block) for _ in range(size >> 20)) + packer.flush()
+
+
+CHUNKED = f"POST {LIST} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("request_bytes, says", [
+    (lambda: _post(_gzip_bomb(), "Content-Encoding: gzip"),
+     "Request payload size exceeds the limit: 1572864 bytes (after gzip decoding)."),
+    (lambda: _post(gzip.compress(b"{}")[:-6], "Content-Encoding: gzip"),
+     "Malformed gzip request body: it ends before the gzip stream does."),
+    (lambda: _post(b"{}", "Content-Encoding: br"),
+     "Unsupported Content-Encoding 'br': send the body as identity or gzip."),
+    (lambda: CHUNKED.encode() + b"2\r\n{}\r\n0\r\n" + b"X-T: 1\r\n" * 200 + b"\r\n",
+     "Malformed chunked request body: more than 100 trailer lines."),
+], ids=["gzip bomb", "truncated gzip", "unknown encoding", "trailer flood"])
+def test_bodies_are_bounded_after_decoding(training_emulator, request_bytes, says):
+    """A 64 MB gzip bomb is 64 KB on the wire: inflated no further than the 1.5 MiB limit, in bounded memory."""
+    request_bytes = request_bytes()
+    before = _peak_rss_kib(training_emulator.process.pid)
+    started = time.monotonic()
+    status, headers, body = exchange(training_emulator.endpoint, request_bytes)
+    assert time.monotonic() - started < 10  # wall time, on a machine that may be shared: the emulator answers at once
+    assert status == 400 and json.loads(body)["error"]["message"] == says, body[:300]
+    assert _peak_rss_kib(training_emulator.process.pid) - before < 20 << 10  # KiB: not the 64 MB it inflates to
+    assert training_emulator.admin("GET", "health")["status"] == "ok"
+
+
+def test_a_gzip_body_is_read_as_the_json_it_holds(training_emulator):
+    """Decoded, then validated like any body: the service's own complaint about the job, not about the bytes."""
+    status, _, body = exchange(training_emulator.endpoint, _post(gzip.compress(b'{"displayName": "j"}'),
+                                                                 "Content-Encoding: gzip"))
+    error = json.loads(body)["error"]
+    assert status == 400 and "jobSpec" in error["message"] and "gzip" not in error["message"], error
+
+
 def test_head_is_a_get_without_a_body(training_emulator):
     status, headers, body = exchange(training_emulator.endpoint,
                                      f"HEAD {LIST} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
@@ -141,3 +192,56 @@ def test_a_stalled_body_gets_408_within_the_read_timeout(training_emulator):
     assert time.monotonic() - started < READ_TIMEOUT + 3
     assert status == 408 and json.loads(body)["error"]["status"] == "DEADLINE_EXCEEDED"
     assert headers["connection"] == "close"
+
+
+def _tuning_body(uri: str) -> dict:
+    return {"displayName": "study", "maxTrialCount": 1, "parallelTrialCount": 1,
+            "studySpec": {"metrics": [{"metricId": "m", "goal": "MAXIMIZE"}],
+                          "parameters": [{"parameterId": "p", "doubleValueSpec": {"minValue": 0, "maxValue": 1}}]},
+            "trialJobSpec": vertex_body(uri)["jobSpec"]}
+
+
+def _with(body: dict, path: tuple, value) -> dict:
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+LABELS = {f"k{i}": "v" for i in range(65)}
+ENV = [{"name": f"V{i}", "value": "1"} for i in range(101)]
+POOL = ("jobSpec", "workerPoolSpecs", 0, "pythonPackageSpec", "env")
+
+
+@pytest.mark.parametrize("path, make, field, says", [
+    (LIST, lambda uri: _with(vertex_body(uri), ("labels",), LABELS), "labels",
+     "at most 64 labels are allowed on a resource; received 65"),
+    (LIST, lambda uri: _with(vertex_body(uri), POOL, ENV), "jobSpec.workerPoolSpecs[0].pythonPackageSpec.env",
+     "at most 100 environment variables are allowed; received 101"),
+    ("/v1/projects/ok-project/jobs", lambda uri: _with(legacy_body(uri), ("labels",), LABELS), "labels",
+     "at most 64 labels are allowed on a resource; received 65"),
+    ("/v1/projects/ok-project/locations/us-central1/hyperparameterTuningJobs",
+     lambda uri: _with(_tuning_body(uri), ("trialJobSpec",) + POOL[1:], ENV),
+     "trialJobSpec.workerPoolSpecs[0].pythonPackageSpec.env",
+     "at most 100 environment variables are allowed; received 101"),
+], ids=["vertex labels", "vertex env", "legacy labels", "tuning trial env"])
+def test_label_and_env_counts_over_the_service_limits_are_400_and_leave_no_job(training_emulator, task_package, path,
+                                                                                make, field, says):
+    """The limits mlsubmit checks before sending (mlsubmit.jobspec.limits), enforced by the emulator as the service
+    does: a client that skips them (gcloud, curl, an older mlsubmit) gets INVALID_ARGUMENT, and nothing is stored."""
+    _, uri = task_package
+    before = job_count(training_emulator)
+    status, answer = training_emulator.raw("POST", path, json.dumps(make(uri)).encode())
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT", answer
+    violations = answer["error"]["details"][0]["fieldViolations"]
+    assert violations == [{"field": field, "description": says}], violations
+    assert job_count(training_emulator) == before
+
+
+def test_label_and_env_counts_at_the_limits_are_accepted():
+    from mlsubmit.emulator.validation import checked_body
+
+    body = _with(vertex_body("gs://b/p.tar.gz"), ("labels",), dict(list(LABELS.items())[:64]))
+    body = _with(body, POOL, ENV[:100])
+    assert checked_body("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", body)["labels"] == body["labels"]

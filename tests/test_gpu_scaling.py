@@ -105,3 +105,16 @@ def test_augmentation_flips_and_crops_each_image_of_a_batch_on_its_own():
         assert found, "an augmented image is not a flipped or unflipped crop of its own padded image"
         windows.append(found[0])
     assert len(set(windows)) > 8  # per image, not one window for the whole batch
+
+
+def test_the_jax_and_torch_routes_measure_what_the_trainer_runs_and_need_no_tensorflow():
+    bench = _benchmark()
+    jax = bench.parse_args(["--backend", "jax", "--quick"])
+    assert (jax.backend, jax.xla, jax.max_devices) == ("jax", ["auto"], 2)  # JAX compiles every step itself
+    assert bench.parse_args([]).xla == ["off", "on"]
+    assert bench.skip("jax", "auto", 2) is None and bench.skip("tensorflow", "off", 2) is None
+    assert "MirroredStrategy" in bench.skip("tensorflow", "on", 2)
+    assert "one device" in bench.skip("torch", "auto", 2) and bench.skip("torch", "auto", 1) is None
+    for backend in ("jax", "torch"):  # what runs in the measured processes on these routes
+        assert "tensorflow" not in bench.PROBES[backend]
+    assert "import tensorflow" not in bench.BASELINE and "backend=backend" in bench.BASELINE

@@ -10,11 +10,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 import pytest
 from support.tiny_package import FAKE_SERVICE_ACCOUNT, make_project, write
+from support.unprivileged import as_a_user
 from typer.testing import CliRunner
 
 from mlsubmit.cli import app
@@ -209,28 +209,25 @@ UNREADABLE = [  # (what is made unreadable, the one line)
 ]
 
 
-def test_unreadable_file_or_directory_is_one_line_and_exit_2():
-    # Root reads everything, so when the suite runs as root the command runs as nobody.
-    as_root = os.geteuid() == 0
-    top = Path(tempfile.mkdtemp(prefix="mlsubmit-unreadable-"))
-    try:
-        os.chmod(top, 0o755)
-        package_dir = make_project(top / "proj")
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "MLSUBMIT_HOME": str(top / "home")}
-        for rel, line in UNREADABLE:
-            path = package_dir / rel
-            path.mkdir() if rel.endswith("/") else path.exists() or write(path, "x")
-            os.chmod(path, 0)
+def test_unreadable_file_or_directory_is_one_line_and_exit_2(tmp_path):
+    # Root reads everything: run as root, the command drops the capabilities that let it (support.unprivileged),
+    # and still reaches the interpreter and the checkout wherever they are (a 0700 home, `mktemp -d`).
+    package_dir = make_project(tmp_path / "proj")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLSUBMIT_HOME": str(tmp_path / "home")}
+    for rel, line in UNREADABLE:
+        path = package_dir / rel
+        path.mkdir() if rel.endswith("/") else path.exists() or write(path, "x")
+        os.chmod(path, 0)
+        try:
             done = subprocess.run([sys.executable, "-m", "mlsubmit", "package", "--package-path", str(package_dir),
-                                   "--skip-preflight", "--dist-dir", str(top / "dist")], env=env,
-                                  capture_output=True, text=True, timeout=60, user=65534 if as_root else None)
-            assert (done.returncode, done.stderr.splitlines()) == (2, [line.replace("@", str(package_dir))])
-            os.chmod(path, 0o755)
-            if rel:
-                shutil.rmtree(path) if rel.endswith("/") else path.unlink()
-        assert not (top / "dist").exists()
-    finally:
-        shutil.rmtree(top)
+                                   "--skip-preflight", "--dist-dir", str(tmp_path / "dist")], env=env,
+                                  capture_output=True, text=True, timeout=60, **as_a_user())
+        finally:
+            os.chmod(path, 0o755)  # pytest must be able to remove tmp_path, pass or fail
+        assert (done.returncode, done.stderr.splitlines()) == (2, [line.replace("@", str(package_dir))])
+        if rel:
+            shutil.rmtree(path) if rel.endswith("/") else path.unlink()
+    assert not (tmp_path / "dist").exists()
 
 
 def test_a_file_that_becomes_a_credential_after_selection_is_refused(tmp_path):

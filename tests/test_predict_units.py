@@ -328,3 +328,54 @@ def test_accuracy_weights_come_from_validation_else_test_accuracy():
     assert member_weights(WeightSpec("equal"), [with_val, bare])[1] == MemberWeight(1.0, "equal")
     with refused("c.keras is a bare model file without the trainer's metrics.json; pass a job dir, --weights equal"):
         member_weights(WeightSpec("accuracy"), [with_val, bare])
+
+
+# -- bounded by what a job dir declares ---------------------------------------------------------------------------
+def test_a_manifest_too_large_is_refused_without_reading_it(tmp_path):
+    job = _fake_job_dir(tmp_path / "job")
+    with open(job / "MANIFEST.json", "r+b") as manifest:
+        manifest.truncate(20 << 20)  # sparse: 20 MiB that cost no disk
+    tracemalloc.start()
+    try:
+        with refused(r"is corrupt: MANIFEST.json has 20,971,520 bytes; expected at most 16,777,216 \(16 MiB\), as a "
+                     r"trainer writes it \(a few KB\)"):
+            resolve(str(job), Cache(tmp_path / "cache"))
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20  # never read
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_manifest_listing_too_many_files_is_corrupt(tmp_path):
+    job = _fake_job_dir(tmp_path / "job")
+    manifest = json.loads((job / "MANIFEST.json").read_text())
+    manifest["files"] += [{"path": f"f{i}", "size": 0, "sha256": "0" * 64} for i in range(10_000)]
+    write_json(job / "MANIFEST.json", manifest)
+    with refused(r"is corrupt: MANIFEST.json cannot be read \(it lists 10,003 files; expected at most 10,000\)"):
+        resolve(str(job), Cache(tmp_path / "cache"))
+
+
+def test_a_job_dir_that_cannot_fit_in_the_cache_downloads_nothing(tmp_path):
+    import shutil
+
+    from mlsubmit.predict.sources import Entry, _check_space
+
+    cache = Cache(tmp_path / "cache")
+    free = shutil.disk_usage(tmp_path).free
+    entries = [Entry("model/model.keras", free, "a" * 64), Entry("model/model.h5", 1 << 20, "b" * 64)]
+    with refused(rf"job dir gs://b/run lists [\d,]+ bytes to download; the cache at {re.escape(str(cache.root))} "
+                 r"has [\d,]+ bytes free; free some space, or set MLSUBMIT_HOME to a larger disk"):
+        _check_space("gs://b/run", cache, entries)
+    _check_space("gs://b/run", cache, entries[1:])  # 1 MiB fits
+
+
+def test_a_gcs_listing_keeps_only_what_it_needs(gcs, tmp_path):
+    """A prefix of millions of objects (a bucket's root by mistake) is never held whole: the manifest's files, the
+    listing ending once all are found; else the first `most` + 1 (enough to say "more than")."""
+    from mlsubmit.emulator.gcs_emulator import storage_client
+    from mlsubmit.predict.sources import _listing
+
+    _, bucket_name = gcs
+    _upload(storage_client().bucket(bucket_name), _fake_job_dir(tmp_path / "job"), "runs/listed")
+    uri = f"gs://{bucket_name}/runs/listed"
+    assert list(_listing(uri, {"metrics.json"})) == ["metrics.json"]
+    assert len(_listing(uri, most=1)) == 2 and len(_listing(uri)) == 4  # MANIFEST.json and three files

@@ -29,12 +29,13 @@ def save_models(template, model_dir: Path, backend: str = "tensorflow") -> tuple
     """Save the template as .keras, .h5 and a SavedModel export under model_dir (always a local path).
 
     Returns the paths written and {format: why it was skipped} for the formats `backend` cannot write
-    (trainer.backends: torch cannot export a SavedModel). model.keras is written on every backend.
+    (trainer.backends: torch cannot export a SavedModel, nor can any backend where TensorFlow is not installed).
+    model.keras is written on every backend.
     """
     import logging
     import warnings
 
-    from trainer.backends import BACKENDS
+    from trainer.backends import cannot_export
 
     logging.getLogger("absl").setLevel(logging.ERROR)  # "HDF5 is legacy": the recipes' format, kept on purpose
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -43,9 +44,11 @@ def save_models(template, model_dir: Path, backend: str = "tensorflow") -> tuple
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         template.save(str(h5_path))
-    cannot_export = BACKENDS[backend].cannot_export
-    if cannot_export:
-        return [keras_path, h5_path], {"saved_model": cannot_export}
+    reason = cannot_export(backend)
+    if reason:
+        return [keras_path, h5_path], {"saved_model": reason}
+    if backend != "tensorflow":
+        _tensorflow_for_export()
     if hasattr(template, "export"):
         import contextlib
         import io
@@ -57,6 +60,19 @@ def save_models(template, model_dir: Path, backend: str = "tensorflow") -> tuple
 
         tf.saved_model.save(template, str(export_path))
     return [keras_path, h5_path, export_path], {}
+
+
+def _tensorflow_for_export() -> None:
+    """The JAX route's export (jax2tf) is the one place it uses TensorFlow: import it with its start-up lines hidden
+    and keep it off the GPUs, which JAX holds (TensorFlow would reserve their memory)."""
+    from mlsubmit_runtime.chatter import import_tensorflow
+
+    tf = import_tensorflow()
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except (RuntimeError, ValueError):  # already initialised (an earlier run in this process): leave it
+        pass
+    tf.get_logger().setLevel("ERROR")
 
 
 def plot_history(history: dict[str, list[float]], path: Path) -> None:

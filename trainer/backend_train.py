@@ -1,7 +1,10 @@
 """One training run on one machine with Keras on JAX or torch: data → devices → distribution → model → fit → files.
 
-The same data, tf.data pipeline (global batch = per-replica batch × replicas, the same seed), model code,
-callbacks, metrics and artifacts as the TensorFlow route (trainer.train); what differs is how the devices are used:
+The same data, model code, callbacks, metrics and artifacts as the TensorFlow route (trainer.train), and the same
+stream of global batches (per-replica batch × replicas, stateless per-epoch permutations of the seed) from a numpy
+input pipeline (trainer.batches) instead of tf.data: nothing on this route imports TensorFlow, so it runs where
+TensorFlow is not installed (a SavedModel export is then skipped, and metrics.json says so). What differs is how
+the devices are used:
 
 - jax: `keras.distribution.DataParallel` over every selected device (set before the model is built, so its
   variables are replicated and every batch is sharded across the devices); one device needs no distribution.
@@ -13,6 +16,8 @@ There is no CPU template here: the model that trains is the one saved (its varia
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from trainer import data
 from trainer.backend_devices import jax_devices, torch_device
@@ -25,15 +30,33 @@ from mlsubmit_runtime.storage import Location
 DATA_PARALLEL = "data_parallel"  # keras.distribution.DataParallel (JAX)
 
 
-def _tensorflow_off_gpus() -> None:
-    """TensorFlow only feeds data here: keep it off the GPUs (it would reserve their memory) before any TF op."""
-    import tensorflow as tf
+@contextmanager
+def tensorflow_unprobed() -> Iterator[None]:
+    """Keep Keras from importing TensorFlow on this route where it is installed but not imported yet.
+
+    Keras 3 probes for TensorFlow on every backend (`set_random_seed` seeds tf.random for tf.data; saving checks for
+    tf.TensorShape): the probe imports it, which costs seconds, prints TensorFlow's C++ start-up lines and loads its
+    CUDA libraries beside JAX's or torch's, for a run that feeds no TensorFlow object to Keras. Inside the block
+    Keras's lazy `tensorflow` handle answers "not available" to those probes; code that really uses TensorFlow
+    (the jax2tf SavedModel export) still imports it. A Keras without that handle is left as it is.
+    """
+    import sys
 
     try:
-        tf.config.set_visible_devices([], "GPU")
-    except (RuntimeError, ValueError):  # already initialised (an in-process caller): leave it
-        pass
-    tf.get_logger().setLevel("ERROR")
+        from keras.src.utils import module_utils
+
+        lazy = module_utils.tensorflow
+    except (ImportError, AttributeError):
+        lazy = None
+    if lazy is None or "tensorflow" in sys.modules or getattr(lazy, "_available", False) is not None:
+        yield
+        return
+    lazy._available = False
+    try:
+        yield
+    finally:
+        if lazy._available is False:
+            lazy._available = None
 
 
 def distribute(keras, backend: str, found) -> tuple[str, str]:
@@ -52,7 +75,6 @@ def run_on_backend(config: TrainConfig, cluster: Cluster | None = None, started:
     """Train with Keras on config.backend (jax or torch) on this machine and write the artifacts."""
     started = started or time.perf_counter()
     cluster = cluster or Cluster()
-    _tensorflow_off_gpus()
     arrays = data.load(config.data, validation_split=config.validation_split, seed=config.seed)  # fails early
     job_dir = Location(config.job_dir)
     job_dir.check_writable()
@@ -64,6 +86,11 @@ def run_on_backend(config: TrainConfig, cluster: Cluster | None = None, started:
         raise TrainerError(f"Keras was imported with the {keras.backend.backend()} backend before the trainer could "
                            f"choose {config.backend}; run `python -m trainer.task --backend {config.backend}` in a "
                            "fresh process")
+    with tensorflow_unprobed():
+        return _train(keras, config, cluster, started, arrays, job_dir, found)
+
+
+def _train(keras, config: TrainConfig, cluster: Cluster, started: float, arrays, job_dir: Location, found):
     keras.utils.set_random_seed(config.seed)
     keras.mixed_precision.set_global_policy(config.precision)
     strategy_name, distribution = distribute(keras, config.backend, found)

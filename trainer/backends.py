@@ -5,7 +5,9 @@
     torch       one device: Keras 3.15 distributes only on JAX and TensorFlow
 
 Keras reads KERAS_BACKEND once, when it is first imported, so `activate` runs in trainer.task before anything
-imports Keras. TensorFlow is present wherever the trainer runs (its tf.data pipeline feeds every backend).
+imports Keras. JAX and torch need no TensorFlow: their input pipeline is numpy (trainer.batches), their TensorBoard
+logs are written without it (trainer.event_log), and only the SavedModel export (jax2tf) is skipped where it is
+missing.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class Backend:
 
 BACKENDS: dict[str, Backend] = {
     "tensorflow": Backend("tensorflow", "tensorflow", "pip install tensorflow", True, None),
-    "jax": Backend("jax", "jax", "pip install jax", True, None),  # exported through jax2tf
+    "jax": Backend("jax", "jax", "pip install jax", True, None),  # exported through jax2tf, where TF is installed
     "torch": Backend("torch", "torch", "pip install torch", False,
                      "model.export fails on the torch backend in Keras 3.15 (torch.export rejects the serving "
                      "signature's dynamic batch size); model.keras and model.h5 hold the model"),
@@ -92,6 +94,34 @@ def activate(name: str, emulate: int, gpus: int | None, env: MutableMapping[str,
     env = os.environ if env is None else env
     check_installed(name)
     env.update(environment(name, emulate, gpus, env))
+
+
+def cannot_export(name: str) -> str | None:
+    """Why this machine cannot write a SavedModel on backend `name`, None when it can: the backend cannot (torch), or
+    TensorFlow, which every SavedModel needs (jax exports through jax2tf), is not installed."""
+    if BACKENDS[name].cannot_export:
+        return BACKENDS[name].cannot_export
+    if importlib.util.find_spec("tensorflow") is None:
+        return ("a SavedModel export needs TensorFlow, which is not installed here; model.keras and model.h5 hold "
+                "the model (install tensorflow beside the trainer to get the export)")
+    return None
+
+
+def installed_version(package: str) -> str | None:
+    """The version of `package` (e.g. tensorflow) this process imported, else the installed distribution's, else
+    None; never imports it (the JAX and torch routes run without TensorFlow)."""
+    import sys
+    from importlib import metadata
+
+    module = sys.modules.get(package)
+    if module is not None and getattr(module, "__version__", None):
+        return str(module.__version__)
+    for distribution in (package, f"{package}-cpu"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def version(name: str) -> str:

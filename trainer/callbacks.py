@@ -25,10 +25,20 @@ def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, sa
         keras.callbacks.EarlyStopping(monitor=monitor, patience=patience, restore_best_weights=True),
         keras.callbacks.BackupAndRestore(backup_dir=str(backup.local)),
         SyncLocation(backup, every_epoch=True, clear_at_end=True),
-        keras.callbacks.TensorBoard(log_dir=str(logs.local), write_graph=False, profile_batch=0),
+        *_tensorboard(keras, logs),
         SyncLocation(logs, every_epoch=True),
     ]
     return callbacks, recorder, timer
+
+
+def _tensorboard(keras, logs: Location) -> list:
+    """Keras's TensorBoard callback on TensorFlow; elsewhere the same epoch scalars without TensorFlow
+    (trainer.event_log), or none where the tensorboard package is missing (metrics.json says so)."""
+    if keras.backend.backend() == "tensorflow":
+        return [keras.callbacks.TensorBoard(log_dir=str(logs.local), write_graph=False, profile_batch=0)]
+    from trainer import event_log
+
+    return [event_log.EpochScalars(logs.local)] if event_log.available() else []
 
 
 _Callback = get_keras().callbacks.Callback  # Keras 3 or tf_keras, whichever this process trains with

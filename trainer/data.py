@@ -103,8 +103,12 @@ def _keras_dataset(name: str) -> dict[str, np.ndarray]:
         except OSError as exc:
             raise TrainerError(f"--data {name} needs a download from {_DATASET_HOST[0]}, which this machine cannot "
                                f"reach ({exc}); pass a .npz file (local or gs://) instead") from None
-    from mlsubmit_runtime.kerasmod import get_keras
+    from mlsubmit_runtime.kerasmod import get_keras, legacy_keras_requested
 
+    if legacy_keras_requested() or os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        from mlsubmit_runtime.chatter import import_tensorflow
+
+        import_tensorflow()  # Keras on TensorFlow imports it: its C++ start-up lines hidden
     (x_train, y_train), (x_test, y_test) = getattr(get_keras().datasets, name).load_data()
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 

@@ -37,17 +37,19 @@ def select(requested: int | None, gpus_found: int, emulated: int) -> tuple[str, 
     if requested == 0:
         return ("/cpu:0",)
     if requested > len(available):
+        fewer = f"--gpus {len(available)} or fewer" if available else "--gpus 0 (the CPU)"
         raise TrainerError(f"invalid value for --gpus: received {requested}, but this machine has {what}; use "
-                           f"--gpus auto, --gpus {len(available)} or fewer, or --emulate-devices {requested} "
-                           "to rehearse the multi-device path on the CPU")
+                           f"--gpus auto, {fewer}, or --emulate-devices {requested} to rehearse the multi-device "
+                           "path on the CPU")
     return available[:requested]
 
 
 def setup(requested: int | None, emulate: int) -> Devices:
     """Configure TensorFlow's devices (must run before any TensorFlow op) and select the ones to train on."""
-    import tensorflow as tf
-
+    from mlsubmit_runtime.chatter import import_tensorflow
     from mlsubmit_runtime.devices import emulate as split_cpu
+
+    tf = import_tensorflow()  # its C++ start-up lines hidden: a bad --gpus is one line with nothing before it
 
     gpus = tf.config.list_physical_devices("GPU")
     if emulate:

@@ -54,7 +54,9 @@ def run_evaluator(config: TrainConfig, cluster: Cluster, poll_seconds: float | N
     poll_seconds = poll_seconds or (10.0 if place.remote else 0.5)
     name = f"evaluator-{cluster.task_index}"
 
-    import tensorflow as tf
+    from mlsubmit_runtime.chatter import import_tensorflow
+
+    tf = import_tensorflow()  # its C++ start-up lines hidden (mlsubmit_runtime.chatter)
 
     from mlsubmit_runtime.kerasmod import get_keras
     from trainer.models import build_model

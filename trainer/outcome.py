@@ -32,9 +32,7 @@ def describe(config: TrainConfig, arrays: Arrays, *, template, evaluation: dict,
 
     `distribution` says in words how the backend spread the training over the devices (default: the strategy).
     """
-    import tensorflow as tf
-
-    from trainer.backends import version
+    from trainer.backends import installed_version, version
 
     backend = keras.backend.backend()  # tf_keras (the cluster route) answers "tensorflow" too
     return {
@@ -62,7 +60,7 @@ def describe(config: TrainConfig, arrays: Arrays, *, template, evaluation: dict,
         "samples_per_second": round(timer.samples_per_second, 1),
         "keras_backend": keras.backend.backend(),
         "keras_version": keras.__version__,
-        "tensorflow_version": tf.__version__,
+        "tensorflow_version": installed_version("tensorflow"),  # None where it is not installed (JAX, torch)
         "python_version": platform.python_version(),
         "data": {"source": arrays.source, "fingerprint": arrays.fingerprint, "input_shape": list(arrays.input_shape),
                  "num_classes": arrays.num_classes, "train_samples": len(arrays.x_train),
@@ -80,6 +78,11 @@ def write_artifacts(config: TrainConfig, job_dir: Location, logs: Location, temp
     local = job_dir.local
     backend = metrics.get("backend", "tensorflow")
     written, skipped = artifacts.save_models(template, local / "model", backend)
+    if backend != "tensorflow":
+        from trainer import event_log
+
+        if not event_log.available():
+            skipped["logs"] = event_log.TENSORBOARD_MISSING
     metrics.update(formats=[path.name for path in written], formats_skipped=skipped)
     artifacts.write_json(local / "history.json", history)
     artifacts.plot_history(history, local / "history.png")

@@ -1,4 +1,5 @@
-"""Arrays → tf.data pipelines batched by the *global* batch (per-replica batch × replicas).
+"""Arrays → input pipelines batched by the *global* batch (per-replica batch × replicas): tf.data for the
+TensorFlow route, numpy PyDatasets (trainer.batches, the same stream without TensorFlow) for JAX and torch.
 
 The training stream is a sequence of epochs; each epoch is a permutation of the training set drawn with a
 *stateless* RNG keyed by (seed, epoch), cut into whole global batches, gathered batch-wise (fast), augmented in
@@ -19,9 +20,8 @@ from trainer.errors import TrainerError
 
 @dataclass(frozen=True)
 class Pipelines:
-    train: object  # tf.data.Dataset, endless: fit with steps_per_epoch
+    train: object  # tf.data.Dataset or keras.utils.PyDataset, endless: fit with steps_per_epoch
     val: object | None
-    test: object  # features only: for predictions on every test sample
     global_batch: int
     steps_per_epoch: int
 
@@ -45,16 +45,32 @@ def _augment_batch(tf, shape, seed):
 
 
 def build(arrays: Arrays, *, per_replica_batch: int, replicas: int, seed: int, augment: bool,
-          steps_per_epoch: int | None = None, initial_epoch: int = 0) -> Pipelines:
-    import tensorflow as tf
-
+          steps_per_epoch: int | None = None, initial_epoch: int = 0, backend: str = "tensorflow") -> Pipelines:
+    """The job's pipelines: tf.data on the tensorflow backend, trainer.batches (no TensorFlow) on the others."""
     global_batch = per_replica_batch * replicas
     n_train = len(arrays.x_train)
     if n_train < global_batch:
         raise TrainerError(f"too few training samples for one batch: {n_train} after the validation split, but the "
                            f"global batch is {global_batch} ({per_replica_batch} per replica × {replicas} replicas); "
                            "lower --batch-size or --validation-split, or use more data")
+    full_steps = n_train // global_batch
+    steps = min(full_steps, steps_per_epoch) if steps_per_epoch else full_steps
+    augment = augment and len(arrays.input_shape) == 3
+    if backend != "tensorflow":
+        from trainer import batches
+
+        train, val = batches.build(arrays, global_batch=global_batch, replicas=replicas, seed=seed, augment=augment,
+                                   initial_epoch=initial_epoch)
+        return Pipelines(train, val, global_batch, steps)
+    return _tf_data(arrays, global_batch, replicas, seed, augment, steps, initial_epoch)
+
+
+def _tf_data(arrays: Arrays, global_batch: int, replicas: int, seed: int, augment: bool, steps: int,
+             initial_epoch: int) -> Pipelines:
+    import tensorflow as tf
+
     autotune = tf.data.AUTOTUNE
+    n_train = len(arrays.x_train)
     full_steps = n_train // global_batch
     x_train, y_train = tf.constant(arrays.x_train), tf.constant(arrays.y_train)
 
@@ -65,10 +81,9 @@ def build(arrays: Arrays, *, per_replica_batch: int, replicas: int, seed: int, a
 
     train = tf.data.Dataset.range(initial_epoch, 2**62).flat_map(epoch_batches)
     train = train.map(lambda idx: (tf.gather(x_train, idx), tf.gather(y_train, idx)), num_parallel_calls=autotune)
-    if augment and len(arrays.input_shape) == 3:
+    if augment:
         train = train.map(_augment_batch(tf, arrays.input_shape, seed), num_parallel_calls=autotune)
     train = train.prefetch(autotune)
-    steps = min(full_steps, steps_per_epoch) if steps_per_epoch else full_steps
 
     def eval_set(x, y):
         # Keras 3 `evaluate` under MirroredStrategy fails on a batch that does not split evenly across the
@@ -78,5 +93,4 @@ def build(arrays: Arrays, *, per_replica_batch: int, replicas: int, seed: int, a
         return tf.data.Dataset.from_tensor_slices((x[:usable], y[:usable])).batch(global_batch).prefetch(autotune)
 
     val = eval_set(arrays.x_val, arrays.y_val) if len(arrays.x_val) >= replicas else None
-    test = tf.data.Dataset.from_tensor_slices(arrays.x_test).batch(global_batch).prefetch(autotune)
-    return Pipelines(train, val, test, global_batch, steps)
+    return Pipelines(train, val, global_batch, steps)

@@ -47,7 +47,9 @@ def watch_chief(address: tuple[str, int], interval: float = 0.5, gone_after: flo
 
 def serve(cluster: Cluster) -> None:
     """Run this worker's or parameter server's tf.distribute.Server until the chief is gone, then exit 0."""
-    import tensorflow as tf
+    from mlsubmit_runtime.chatter import import_tensorflow
+
+    tf = import_tensorflow()  # its C++ start-up lines hidden (mlsubmit_runtime.chatter)
 
     name = f"{cluster.task_type}-{cluster.task_index}"
     tf.distribute.Server(tf.train.ClusterSpec({k: list(v) for k, v in cluster.spec.items()}),

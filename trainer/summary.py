@@ -22,7 +22,8 @@ def render(result) -> str:
     if m.get("validation_loss") is not None:
         lines.append(f"  validation   loss {m['validation_loss']:.4f}, accuracy {m['validation_accuracy']:.4f}")
     lines.append(f"  throughput   {m['samples_per_second']:,.0f} samples/s; wall {m['wall_seconds']:.1f} s "
-                 f"(Keras {m['keras_version']} on {m['keras_backend']}, TensorFlow {m['tensorflow_version']})")
+                 f"(Keras {m['keras_version']} on {m['keras_backend']}"
+                 + (f", TensorFlow {m['tensorflow_version']})" if m.get("tensorflow_version") else ")"))
     if result.reload_check is not None:
         checks = ", ".join(f"{k} max |Δ| {v:.1e}" for k, v in result.reload_check.items())
         lines.append(f"  reload check {checks}: identical predictions")

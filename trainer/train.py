@@ -85,7 +85,7 @@ def fit(keras, model, config: TrainConfig, arrays, job_dir: Location, replicas: 
     backup.pull()
     pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
                            augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
-                           initial_epoch=backed_up_epoch(backup))
+                           initial_epoch=backed_up_epoch(backup), backend=keras.backend.backend())
     callbacks, recorder, timer = make_callbacks(
         keras, backup=backup, logs=logs, patience=config.patience,
         samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)

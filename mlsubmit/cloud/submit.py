@@ -90,6 +90,7 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
     from mlsubmit import packaging
     from mlsubmit.jobspec import discovery
+    from mlsubmit.jobspec.limits import check_request
     from mlsubmit.targets import check_api
 
     check_api(api)
@@ -119,6 +120,7 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     request_id = request_id_of(body, api=api, parent=parent, package_sha256=planned.sha256, key=request_key,
                                generated_name=generated)
     body["labels"] = {**body.get("labels", {}), REQUEST_LABEL: request_id}
+    check_request(body, f"the {'legacy Job' if api == 'legacy' else 'CustomJob'} request body")
     violations = discovery.validate(*schema, body)
     if violations:
         raise UsageError(f"invalid request body: {violations[0].field}: {violations[0].description}")

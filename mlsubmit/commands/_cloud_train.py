@@ -97,8 +97,12 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         if backends:
             raise UsageError("invalid options: --backends with a tuning study (each backend would be a study of "
                              "its own)", hint="tune one backend at a time: --env KERAS_BACKEND=NAME")
-    from mlsubmit.jobspec.requests import require_python_package
+    from mlsubmit.jobspec.requests import reject_spot_for_legacy, require_python_package
     require_python_package(spec)
+    if api == "legacy":
+        reject_spot_for_legacy(spec)
+    from mlsubmit.commands._spec_options import budgeted
+    spec, estimate = budgeted(spec, spec_flags, tuning, backends=len(backends) or 1)
     if backends:
         from mlsubmit.cloud.backend_jobs import check_env
         from mlsubmit.jobspec.keras_backends import refuse_for_legacy
@@ -121,6 +125,8 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
         typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
+    for line in estimate:  # before anything is sent
+        _say(line)
     if backends:
         from mlsubmit.commands._backends_train import submit_backends
 

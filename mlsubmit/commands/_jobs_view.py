@@ -45,6 +45,27 @@ def duration(start: str | None, end: str | None = None) -> str:
         if rest >= 60 else f"{rest}s"
 
 
+def ran_seconds(status: Any) -> int | None:
+    """Wall time of a job so far: start to end, or to now; None if it has not started. A tuning job's is the sum of
+    its trials' (each trial runs the trial job's pools)."""
+    def seconds(start: str | None, end: str | None) -> int | None:
+        begun = parse_time(start)
+        if begun is None:
+            return None
+        return max(0, int(((parse_time(end) or datetime.now(timezone.utc)) - begun).total_seconds()))
+
+    trials = status.resource.get("trials")
+    if trials:
+        return sum(seconds(t.get("startTime"), t.get("endTime")) or 0 for t in trials)
+    return seconds(status.start_time, status.end_time)
+
+
+def cost_so_far(status: Any) -> dict[str, Any]:
+    from mlsubmit.jobspec.cost import spent
+
+    return spent(status, ran_seconds(status))
+
+
 def short_time(text: str | None) -> str:
     moment = parse_time(text)
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else ""
@@ -76,13 +97,17 @@ def job_table(statuses: list[Any]) -> None:
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     legacy = bool(statuses) and statuses[0].api == "legacy"
-    for column in (("JOB ID",) if legacy else ("JOB ID", "NAME")) + ("STATE", "CREATED (UTC)", "RAN", "JOB DIR"):
+    from mlsubmit.jobspec.cost import money
+
+    for column in (("JOB ID",) if legacy else ("JOB ID", "NAME")) + ("STATE", "CREATED (UTC)", "RAN", "COST", "JOB DIR"):
         table.add_column(column, no_wrap=column != "JOB DIR")
     for status in statuses:
         state = f"[{_STATE_COLOURS.get(status.state, 'white')}]{status.state}[/]"
         ran = duration(status.start_time, status.end_time) if status.start_time else ""
         cells = [status.job_id] + ([] if legacy else [status.display_name])
-        table.add_row(*cells, state, short_time(status.create_time), ran, status.artifacts or "(none)")
+        usd = cost_so_far(status)["usd"] if status.start_time else None
+        table.add_row(*cells, state, short_time(status.create_time), ran, "" if not status.start_time else
+                      money(usd) if usd is not None else "unknown", status.artifacts or "(none)")
     _print(table if statuses else "no jobs")
 
 
@@ -126,6 +151,9 @@ def describe(status: Any, console_url: str | None) -> None:
     rows.append(("artifacts", status.artifacts or "(no job dir)"))
     for key, value in status.consumed.items():
         rows.append((key, str(value)))
+    from mlsubmit.jobspec.cost import spent_text
+
+    rows.append(("cost", spent_text(cost_so_far(status))))
     if status.labels:
         rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(status.labels.items()))))
     if status.error:
@@ -140,6 +168,7 @@ def describe(status: Any, console_url: str | None) -> None:
 
 def status_json(status: Any, **extra: Any) -> dict[str, Any]:
     document = status.to_dict()
+    document["cost"] = cost_so_far(status)  # estimated: wall time x the price table's rate of its pools
     document.update(extra)
     return document
 

@@ -27,6 +27,7 @@ from mlsubmit.errors import UsageError, invalid_value
 _PANEL = "Job spec (flags override --config YAML)"
 _TRAINER_ARGS = "mlsubmit.trainer_args"  # ctx.meta key: the arguments after --
 _REPEATABLE = ("label", "labels", "env")
+_SWITCHES = ("spot",)
 
 
 def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: bool = False) -> Any:
@@ -74,6 +75,11 @@ SPEC_OPTIONS: dict[str, Any] = {
                         "(Vertex AI, at most 128 characters)."),
     "label": _option("--label", metavar="KEY=VALUE", multiple=True, help="Job label; repeatable."),
     "labels": _option("--labels", metavar="KEY=VALUE,…", multiple=True, help="Job labels, as gcloud takes them."),
+    "max_cost": _option("--max-cost", metavar="USD", help="Budget: the job's time limit is set so that it cannot "
+                        "cost more at the price table's rates (the smaller of it and --max-runtime wins)."),
+    "spot": Annotated[bool, typer.Option("--spot", rich_help_panel=_PANEL, help="Run on spot capacity (Vertex AI "
+                                         "scheduling.strategy SPOT; GKE spot nodes): cheaper, preemptible; the job "
+                                         "resumes from its backup (AIP_CHECKPOINT_DIR).")],
     "env": _option("--env", metavar="KEY=VALUE", multiple=True, help="Environment variable of every replica "
                    "(Vertex AI pythonPackageSpec.env; --local too); repeatable. Legacy AI Platform has none."),
 }
@@ -85,7 +91,8 @@ def with_spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add SPEC_OPTIONS and the trainer arguments to `command`, which receives them as `spec_flags` (a dict)."""
     own = [p for p in inspect.signature(command).parameters.values() if p.name != "spec_flags"]
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
-                               default=[] if name in _REPEATABLE else None) for name, kind in SPEC_OPTIONS.items()]
+                               default=[] if name in _REPEATABLE else False if name in _SWITCHES else None)
+             for name, kind in SPEC_OPTIONS.items()]
     added.append(inspect.Parameter("trainer_args", inspect.Parameter.KEYWORD_ONLY, annotation=TRAINER_ARGS,
                                    default=None))
     added.append(inspect.Parameter("spec_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
@@ -153,12 +160,39 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         executor_image=flags.get("executor_image"), python_module=flags.get("python_module"),
         args=tuple(flags["trainer_args"]) if flags.get("trainer_args") else None,
         job_dir=flags.get("job_dir"), job_name=flags.get("job_name"),
-        labels=labels, env=env, max_runtime=flags.get("max_runtime"), names=dict(FLAG_NAMES))
+        labels=labels, env=env, max_runtime=flags.get("max_runtime"), spot=True if flags.get("spot") else None,
+        names=dict(FLAG_NAMES))
     notes: list[str] = []
     if flags.get("config"):
         from_yaml, notes = load_yaml(flags["config"])
         given = merge(from_yaml, given)
-    return build_spec(given, target=target), notes
+    spec = build_spec(given, target=target)
+    if target == "local" and (flags.get("spot") or flags.get("max_cost")):
+        given = "--spot" if flags.get("spot") else f"--max-cost {flags['max_cost']}"
+        raise UsageError(f"invalid option with --local: {given} (this machine costs nothing and is never preempted)",
+                         hint=f"drop {given.split()[0]}")
+    return spec, notes
+
+
+def budget_from_options(flags: dict[str, Any]) -> Optional[float]:
+    """The `--max-cost` of these option values in USD, or None."""
+    from mlsubmit.jobspec.cost import parse_budget
+
+    return None if flags.get("max_cost") is None else parse_budget(flags["max_cost"])
+
+
+def budgeted(spec: Any, spec_flags: dict[str, Any], tuning: Any = None, backends: int = 1,
+             catalog: str = "vertex") -> tuple[Any, list[str]]:
+    """The spec with the time limit --max-cost allows, and the cost estimate's lines (for stderr: stdout keeps the
+    document). A tuning study runs its parallel trials at once and its maximum in all; --backends one job each."""
+    from mlsubmit.jobspec import cost
+
+    parallel = (tuning.parallel_trials if tuning is not None else 1) * backends
+    total = (tuning.max_trials if tuning is not None else 1) * backends
+    per = "trials" if tuning is not None else "backends"
+    spec, budget = cost.apply_budget(spec, budget_from_options(spec_flags), catalog=catalog, parallel=parallel,
+                                     total=total)
+    return spec, cost.estimate_lines(spec, catalog=catalog, parallel=parallel, total=total, per=per, budget=budget)
 
 
 def _pairs(items: List[tuple[str, str]]) -> Optional[tuple]:

@@ -40,12 +40,13 @@ def config(
     AI worker pools (and back with --format legacy), warning about every setting that could not be mapped.
     """
     from mlsubmit.jobspec import requests
-    from mlsubmit.commands._spec_options import spec_from_options
+    from mlsubmit.commands._spec_options import budgeted, spec_from_options
 
     if fmt not in FORMATS:
         raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
     spec, notes = spec_from_options(spec_flags)
     tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)
+    spec, estimate = budgeted(spec, spec_flags, tuning)
     if tuning is None:
         document, conversion_notes = requests.config_document(spec, fmt)
         # what the file has no field for (Vertex: region, display name, labels; legacy: the job id) lands here
@@ -63,6 +64,8 @@ def config(
         typer.echo(text, nl=False)
     else:
         write_atomically(output, text)
+    for line in estimate:  # once the document is out: a bad --output stays one line
+        typer.echo(line, err=True)
 
 
 def tuning_from_options(config: Optional[str], hptune_config: Optional[Path]) -> tuple[Any, list[str]]:

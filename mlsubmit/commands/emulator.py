@@ -88,6 +88,13 @@ def emulator_command(
         help="Create this bucket in the Cloud Storage emulator on start (repeatable), e.g. for --staging-bucket "
              "gs://NAME.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="Do not log each request on stderr.")] = False,
+    preempt_spot_after: Annotated[Optional[float], typer.Option(
+        "--preempt-spot-after", metavar="SECONDS", show_default=False,
+        help="Preempt spot jobs (scheduling.strategy SPOT) this long after their replicas start: every replica is "
+             "stopped and the job starts again with the same AIP_CHECKPOINT_DIR, as Vertex AI restarts a preempted "
+             "spot job.")] = None,
+    preempt_spot_times: Annotated[int, typer.Option(
+        "--preempt-spot-times", metavar="N", help="Preempt each spot job at most N times.")] = 2,
 ) -> None:
     """Serve a local emulator of the training service — Vertex AI custom jobs, legacy AI Platform jobs and their
     Cloud Logging entries, over the real REST API — that runs every accepted job for real."""
@@ -98,11 +105,16 @@ def emulator_command(
     if max_running < 1:
         raise invalid_value("--max-running", max_running, "a whole number >= 1")
     buckets = tuple(dict.fromkeys(_bucket(name) for name in bucket or ()))
+    if preempt_spot_after is not None and not (0 < preempt_spot_after < 1e9):  # also refuses nan and inf
+        raise invalid_value("--preempt-spot-after", preempt_spot_after, "a number of seconds > 0")
+    if preempt_spot_times < 0:
+        raise invalid_value("--preempt-spot-times", preempt_spot_times, "a whole number >= 0")
     from mlsubmit.emulator.serve import serve
 
     gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
     serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
-          data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet)
+          data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet,
+          preempt_spot=(preempt_spot_after, preempt_spot_times))
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,7 @@ Admin endpoints (emulator-only, never faulted):
     GET    /emulator/v1/health                   {"status": "ok", endpoints, job counts by state}
     GET    /emulator/v1/processes?job=NAME|ID    the replicas' pids and whether each is alive
     GET|POST|DELETE /emulator/v1/faults          see `faults`
+    POST   /emulator/v1/preempt?job=NAME|ID      preempt a running spot job now: its replicas start again
 
 Example:
     >>> emulator = Emulator(port=0, gcs_endpoint="http://127.0.0.1:4443").start()
@@ -31,13 +32,14 @@ class Emulator:
     """The training-service emulator on 127.0.0.1:`port` (0: a free port)."""
 
     def __init__(self, *, port: int = 0, data_dir: str | os.PathLike | None = None, gcs_endpoint: str | None = None,
-                 max_running: int = 2):
+                 max_running: int = 2, preempt_spot_after: float | None = None, preempt_spot_times: int = 2):
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self.gcs_endpoint = gcs_endpoint
         self.store = Store(self.data_dir)
         self.faults = Faults()
         self.executor = Executor(self.store, gcs_endpoint=gcs_endpoint, max_running=max_running,
-                                 work_dir=self.data_dir / "work" if self.data_dir else None)
+                                 work_dir=self.data_dir / "work" if self.data_dir else None,
+                                 preempt_spot_after=preempt_spot_after, preempt_spot_times=preempt_spot_times)
         router = Router()
         vertex.register(router, self)
         legacy.register(router, self)
@@ -78,6 +80,7 @@ class Emulator:
         router.add("GET", r"/emulator/v1/faults", lambda request: (200, self.faults.describe()))
         router.add("POST", r"/emulator/v1/faults", self._arm)
         router.add("DELETE", r"/emulator/v1/faults", lambda request: (200, self.faults.clear()))
+        router.add("POST", r"/emulator/v1/preempt", self._preempt)
 
     def _health(self, request: Request) -> tuple[int, dict]:
         states = collections.Counter(job.state for job in self.store.jobs())
@@ -86,13 +89,25 @@ class Emulator:
                      "maxRunning": self.executor.max_running, "jobs": dict(states),
                      "recovered": [job.name for job in self.store.recovered]}
 
-    def _processes(self, request: Request) -> tuple[int, dict]:
+    def _preempt(self, request: Request) -> tuple[int, dict]:
+        """POST /emulator/v1/preempt?job=NAME|ID: preempt a running spot job's replicas now; it starts again."""
+        job = self._job_of(request)
+        if not self.executor.preempt(job.name):
+            raise field_error("job", f"job {job.job_id} is not a running spot job (scheduling.strategy SPOT); it is "
+                                     f"{job.state}")
+        return 200, {"job": job.name, "preempted": True}
+
+    def _job_of(self, request: Request) -> Any:
         wanted = request.query.get("job", "")
         if not wanted:
             raise field_error("job", "give the job's resource name or id: ?job=NAME|ID")
         job = next((j for j in self.store.jobs() if wanted in (j.name, j.job_id)), None)
         if job is None:
             raise not_found(f"No job {wanted!r}.")
+        return job
+
+    def _processes(self, request: Request) -> tuple[int, dict]:
+        job = self._job_of(request)
         return 200, {"job": job.name, "state": job.state, "processes": self.executor.processes(job.name)}
 
     def _arm(self, request: Request) -> tuple[int, Any]:

@@ -9,6 +9,9 @@
 - The job ends as the runner's outcome says; a failure carries the failing replica's exit status and last lines,
   worded as the service words it. Cancel stops every replica's process group; `scheduling.timeout` /
   `maxRunningTime` is enforced the same way.
+- Spot jobs (`scheduling.strategy: SPOT`) are preempted on request (`preempt_spot_after` seconds after their
+  replicas start, at most `preempt_spot_times` times): every replica is stopped and the same job is started again,
+  with the same AIP_CHECKPOINT_DIR, as Vertex AI restarts a preempted spot job; the trainer resumes from its backup.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ def plan_of(job: Job) -> JobPlan:
     return legacy_plan(job.body, job.project)
 
 
+def _is_spot(job: Job) -> bool:
+    return ((job.body.get("jobSpec") or {}).get("scheduling") or {}).get("strategy") == "SPOT"
+
+
 class _Run:
     """One job being prepared or run: its cancel/timeout flags and, once RUNNING, its runner."""
 
@@ -50,14 +57,17 @@ class _Run:
         self.cancelled = threading.Event()  # cancel asked (by the user, or by stop())
         self.stopping = False  # the emulator is shutting down: the job fails, saying so
         self.timed_out = False
+        self.preempted = False  # the emulator preempted its spot replicas: they start again
         self.runner: Any = None
         self.children = children.Group()  # what preparing it started (pip): stopped on cancel and shutdown
 
 
 class Executor:
     def __init__(self, store: Store, *, gcs_endpoint: str | None, max_running: int = 2,
-                 work_dir: str | os.PathLike | None = None):
+                 work_dir: str | os.PathLike | None = None, preempt_spot_after: float | None = None,
+                 preempt_spot_times: int = 2):
         self.store, self.gcs_endpoint, self.max_running = store, gcs_endpoint, max_running
+        self.preempt_spot_after, self.preempt_spot_times = preempt_spot_after, preempt_spot_times
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="mlsubmit-emulator-"))
         self._cond = threading.Condition()
@@ -105,6 +115,16 @@ class Executor:
                 run.runner.cancel()
             else:
                 run.children.stop()  # still preparing: a pip install is not waited for
+
+    def preempt(self, name: str) -> bool:
+        """Preempt a running spot job now (as `preempt_spot_after` does): False if it is not one."""
+        with self._cond:
+            run, job = self._runs.get(name), self.store.get(name)
+            if run is None or run.runner is None or job is None or not _is_spot(job):
+                return False
+            run.preempted = True
+            run.runner.cancel()
+        return True
 
     def processes(self, name: str) -> list[dict[str, Any]]:
         """The replicas' processes: live ones from the runner, else those recorded when the job ended."""
@@ -198,20 +218,34 @@ class Executor:
             return self._finish(self.store.get(name), "FAILED", str(err), "INVALID_ARGUMENT")
         from mlsubmit.emulator.launch import outcome_of, runner_for
 
-        runner = runner_for(job, plan, python, work, self._base_env(job),
-                            on_line=lambda task, text: self.store.append_log(job, task, text),
-                            on_started=lambda pids: self.store.update(
-                                name, processes=[reaper.record(task, pid) for task, pid in pids.items()]),
-                            say=say)
-        with self._cond:  # cancel() holds the lock too: CANCELLING is never overwritten with RUNNING
-            if run.cancelled.is_set():
-                return self._interrupted(name, run)
-            run.runner = runner
-            self.store.update(name, state="RUNNING", start_time=now())
-        say("Job is running.")
-        timer = self._deadline(plan, run)
+        timer, attempt = None, 0
         try:
-            outcome = runner.run()
+            while True:
+                runner = runner_for(job, plan, python, work, self._base_env(job),
+                                    on_line=lambda task, text: self.store.append_log(job, task, text),
+                                    on_started=lambda pids: self.store.update(
+                                        name, processes=[reaper.record(task, pid) for task, pid in pids.items()]),
+                                    say=say if attempt == 0 else (lambda text: None))  # devices: said once
+                with self._cond:  # cancel() holds the lock too: CANCELLING is never overwritten with RUNNING
+                    if run.cancelled.is_set():
+                        return self._interrupted(name, run)
+                    run.runner = runner
+                    if attempt == 0:
+                        self.store.update(name, state="RUNNING", start_time=now())
+                if attempt == 0:
+                    say("Job is running.")
+                    timer = self._deadline(plan, run)
+                preemption = self._preemption(job, run, attempt)
+                try:
+                    outcome = runner.run()
+                finally:
+                    if preemption is not None:
+                        preemption.cancel()
+                if not run.preempted or outcome.state == "SUCCEEDED" or run.cancelled.is_set() or run.timed_out:
+                    break
+                attempt, run.preempted = attempt + 1, False
+                say(f"The spot VMs of this job were preempted (preemption {attempt}); its replicas were stopped and "
+                    "the job is starting again.")
         finally:
             if timer is not None:
                 timer.cancel()
@@ -241,6 +275,20 @@ class Executor:
             run.runner.cancel()
 
         timer = threading.Timer(seconds, expire)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _preemption(self, job: Job, run: _Run, attempt: int) -> threading.Timer | None:
+        """A timer that preempts a spot job's replicas `preempt_spot_after` seconds from now, if asked."""
+        if not _is_spot(job) or self.preempt_spot_after is None or attempt >= self.preempt_spot_times:
+            return None
+
+        def preempt() -> None:
+            run.preempted = True
+            run.runner.cancel()
+
+        timer = threading.Timer(self.preempt_spot_after, preempt)
         timer.daemon = True
         timer.start()
         return timer

@@ -1,7 +1,8 @@
 """The HTTP side of the emulator: a threaded server on 127.0.0.1 that decodes requests and routes them.
 
 Everything about the wire lives here, so the API modules only see decoded requests and return JSON:
-- bodies must be JSON objects sent as `application/json`, at most MAX_BODY bytes; anything else is a 400
+- bodies must be JSON objects sent as `application/json`, at most MAX_BODY bytes as sent and after decoding
+  (`Content-Encoding: gzip` is inflated no further than MAX_BODY; chunk trailers are bounded); anything else is a 400
   INVALID_ARGUMENT in Google's error shape, never a crash (an unexpected exception is a 500 INTERNAL);
 - any `Authorization` header is accepted and ignored — it is never logged (the access log shows the method,
   the path without its query string, and the status);
@@ -22,6 +23,7 @@ import socket
 import struct
 import threading
 import urllib.parse
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +40,8 @@ MAX_URL = 16_384  # longer request targets are 414, as Google's front end answer
 READ_TIMEOUT = 5.0  # seconds a request's headers or body may stall
 IDLE_TIMEOUT = 300.0  # seconds a kept-alive connection may wait for its next request
 ALLOWED = "GET, HEAD, POST, DELETE"
+_MAX_LINE = 65_536  # a chunked body's trailer line
+_MAX_TRAILERS = 100
 
 
 @dataclass
@@ -170,6 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise fault
         route, params = self.server.router.find("GET" if self.command == "HEAD" else self.command, path)
         query = self._query()
+        raw = self._decoded(raw)
         body = _decode(raw, self.headers.get("Content-Type", "")) if raw else None
         status, payload = route.handler(Request(self.command, path, params, query, body))
         if route.creates and status < 300 and self.server.faults.drop_create_response(self.command, path):
@@ -217,10 +222,33 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 raise invalid_argument(f"Request payload size exceeds the limit: {MAX_BODY} bytes.")
             chunks.append(self.rfile.read(size))
-            self.rfile.readline()
-        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-            pass
-        return b"".join(chunks)
+            self.rfile.readline(1024)
+        for _ in range(_MAX_TRAILERS + 1):  # trailer lines, bounded in length and number, until the blank line
+            if self.rfile.readline(_MAX_LINE) in (b"\r\n", b"\n", b""):
+                return b"".join(chunks)
+        self.close_connection = True
+        raise invalid_argument(f"Malformed chunked request body: more than {_MAX_TRAILERS} trailer lines.")
+
+    def _decoded(self, raw: bytes) -> bytes:
+        """The body without its Content-Encoding: gzip is inflated at most to MAX_BODY (a 1 MB gzip bomb that
+        inflates to gigabytes is refused after MAX_BODY bytes, as the front end limits the decoded size)."""
+        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding in ("", "identity") or not raw:
+            return raw
+        if encoding not in ("gzip", "x-gzip"):
+            raise invalid_argument(f"Unsupported Content-Encoding {encoding[:40]!r}: send the body as identity or "
+                                   "gzip.")
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = inflate.decompress(raw, MAX_BODY + 1)
+        except zlib.error as err:
+            raise invalid_argument(f"Malformed gzip request body: {err}.") from None
+        if len(data) > MAX_BODY or inflate.unconsumed_tail:
+            raise invalid_argument(f"Request payload size exceeds the limit: {MAX_BODY} bytes (after gzip "
+                                   "decoding).")
+        if not inflate.eof:
+            raise invalid_argument("Malformed gzip request body: it ends before the gzip stream does.")
+        return data
 
     def _discard(self, length: int) -> None:
         if length > _DRAIN_LIMIT:

@@ -6,6 +6,9 @@ documents mark them with a description that starts "Required."; enum fields are 
 tell an absent enum from its first value); and output-only fields (description "Output only."), which a
 client may send back and the service ignores, so they are dropped.
 
+Counts the schemas state only in prose are checked too, from mlsubmit.jobspec.limits (the numbers the client checks
+before sending): at most 64 `labels` on a resource, at most 100 `env` variables in a package or container spec.
+
 Field paths in violations are the JSON paths of the request body: `jobSpec.workerPoolSpecs[0].replicaCount`.
 """
 
@@ -15,12 +18,14 @@ import functools
 from typing import Any
 
 from mlsubmit.jobspec import discovery
+from mlsubmit.jobspec.limits import MAX_ENV, MAX_LABELS
 from mlsubmit.emulator.errors import violations_error
 
 
 def checked_body(api: str, schema: str, body: dict[str, Any]) -> dict[str, Any]:
     """`body` without its output-only fields, or ApiError 400 listing every violation."""
     found = [(v.field, v.description) for v in discovery.validate(api, schema, body, lenient_numbers=True)]
+    found += _over_limits(body, "")
     if not found:
         found = _missing(api, {"$ref": schema}, body, "")
     if found:
@@ -79,3 +84,22 @@ def _strip(api: str, prop: dict, value: Any) -> Any:
     output_only = _marks(api, name)[1] if name else frozenset()
     return {key: _strip(api, prop["properties"][key], item) if key in prop["properties"] else item
             for key, item in value.items() if key not in output_only}
+
+
+def _over_limits(value: Any, path: str) -> list[tuple[str, str]]:
+    """Violations for a `labels` map of more than MAX_LABELS entries or an `env` list of more than MAX_ENV, anywhere
+    in the body (a job's own, a tuning job's trial spec, every worker pool)."""
+    out: list[tuple[str, str]] = []
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            out += _over_limits(item, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key == "labels" and isinstance(item, dict) and len(item) > MAX_LABELS:
+                out.append((where, f"at most {MAX_LABELS} labels are allowed on a resource; received {len(item)}"))
+            elif key == "env" and isinstance(item, list) and len(item) > MAX_ENV:
+                out.append((where, f"at most {MAX_ENV} environment variables are allowed; received {len(item)}"))
+            else:
+                out += _over_limits(item, where)
+    return out

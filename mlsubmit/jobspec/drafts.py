@@ -169,7 +169,9 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
     env = tuple((str(e.get("name", "")), str(e.get("value", ""))) for e in package.get("env") or ()) or None
     scheduling = document.get("scheduling") or {}
     notes += _unmapped(document, prefix, {"workerPoolSpecs", "baseOutputDirectory", "scheduling", "network"})
-    notes += _unmapped(scheduling, f"{prefix}scheduling.", {"timeout"})
+    strategy = scheduling.get("strategy")
+    notes += _unmapped(scheduling, f"{prefix}scheduling.",
+                       {"timeout"} | ({"strategy"} if strategy in ("SPOT", "ON_DEMAND", "STANDARD") else set()))
     image, runtime = package.get("executorImageUri"), _prebuilt_runtime(pools)
     draft = SpecDraft(
         tier="CUSTOM", **roles, runtime_version=runtime[0] if runtime else None,
@@ -179,7 +181,7 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         max_runtime=scheduling.get("timeout"), env=env, names=names, container_image=container.get("imageUri"),
         container_command=_tuple(container.get("command")), pool_images=pool_images or None,
         boot_disks=_disks({role: pool.get("diskSpec") for role, pool in zip(machines.ROLES, pools) if pool}),
-        network=document.get("network"))
+        network=document.get("network"), spot=True if strategy == "SPOT" else None)
     return draft, notes
 
 

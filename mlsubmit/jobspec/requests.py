@@ -33,6 +33,7 @@ LEGACY_KEYS = {"chief": ("masterType", "masterConfig", None),
 def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     """The `trainingInput` of a legacy Job (ml.v1 GoogleCloudMlV1__TrainingInput)."""
     reject_env_for_legacy(spec)
+    reject_spot_for_legacy(spec)
     document: dict[str, Any] = {"scaleTier": spec.tier}
     for role, pool in spec.pools.items():
         _legacy_accelerator(role, pool)
@@ -62,6 +63,12 @@ def legacy_training_input(spec: JobSpec) -> dict[str, Any]:
     if spec.network:
         document["network"] = spec.network
     return document
+
+
+def reject_spot_for_legacy(spec: JobSpec) -> None:
+    if spec.spot:
+        raise UsageError("invalid option for legacy AI Platform: --spot (it has no spot capacity; Vertex AI runs "
+                         "custom jobs on spot VMs with scheduling.strategy SPOT)", hint="drop --spot, or use --api vertex")
 
 
 def reject_env_for_legacy(spec: JobSpec) -> None:
@@ -209,8 +216,11 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
     document: dict[str, Any] = {"workerPoolSpecs": specs}
     if spec.job_dir:
         document["baseOutputDirectory"] = {"outputUriPrefix": spec.job_dir}
-    if spec.timeout:
-        document["scheduling"] = {"timeout": spec.timeout}
+    scheduling = {"timeout": spec.timeout} if spec.timeout else {}
+    if spec.spot:
+        scheduling["strategy"] = "SPOT"
+    if scheduling:
+        document["scheduling"] = scheduling
     if spec.network:
         document["network"] = spec.network
     return document
@@ -286,7 +296,16 @@ def legacy_command_comment(spec: JobSpec) -> str:
 
 
 def to_yaml(document: dict[str, Any]) -> str:
-    """YAML as gcloud reads it: block style, keys in the order built, int64 counts quoted."""
+    """YAML as gcloud reads it: block style, keys in the order built, int64 counts quoted.
+
+    Raises:
+        UsageError: the document, as the JSON request gcloud makes of it, is over the API's 1.5 MiB limit
+            (checked before the slow YAML dump).
+    """
     import yaml
+
+    from mlsubmit.jobspec.limits import check_request
+
+    check_request(document, "the generated config, as the request gcloud sends,")
 
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)

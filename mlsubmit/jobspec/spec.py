@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit.jobspec import machines
+from mlsubmit.jobspec import limits, machines
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 
 TARGETS = ("cloud", "local")  # cloud: Vertex AI / AI Platform (gs:// paths); local: this machine
@@ -167,6 +167,8 @@ class JobSpec:
         pool_images: (role, image) for pools that run a container of their own.
         boot_disks: (role, disk type or None, size in GB or None) for pools with a boot disk of their own.
         network: the VPC network the job is peered with (projects/NUMBER/global/networks/NAME).
+        spot: run on spot (preemptible) capacity: Vertex AI scheduling.strategy SPOT; on Kubernetes the pods get
+            `spot_node_selector` (GKE spot nodes). The job resumes from its backup after a preemption.
         target: "cloud" (job dir and packages must be gs://) or "local".
     """
 
@@ -193,6 +195,7 @@ class JobSpec:
     boot_disks: tuple[tuple[str, str | None, int | None], ...] = ()
     network: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    spot: bool = False
 
     def __post_init__(self) -> None:
         for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env"):
@@ -294,6 +297,9 @@ class JobSpec:
                                 hint="bundle the packages into fewer sdists")
         for uri in self.package_uris:
             self._check_cloud_path("packageUris", uri)
+        if len(self.labels) >= limits.MAX_LABELS:  # mlsubmit adds its request-id label to every job it creates
+            raise invalid_value("--label", f"{len(self.labels)} labels", f"at most {limits.MAX_LABELS - 1} (a job "
+                                f"takes {limits.MAX_LABELS}; mlsubmit adds its request-id label)")
         for key, value in self.labels:
             if not _LABEL_KEY.fullmatch(str(key)):
                 raise invalid_value("--label", f"{key}={value}", "a key of lowercase letters, digits, _ or -, "
@@ -303,6 +309,9 @@ class JobSpec:
                                     "at most 63 characters")
         if self.max_runtime_seconds is not None:
             whole_number(self.max_runtime_seconds, "--max-runtime", minimum=1)
+        if len(self.env) > limits.MAX_ENV:
+            raise invalid_value("--env", f"{len(self.env)} variables", f"at most {limits.MAX_ENV} (the API's limit)",
+                                hint="pass settings to the trainer in one file or argument instead")
         for key, value in self.env:
             if not isinstance(key, str) or not _ENV_NAME.fullmatch(key) or not isinstance(value, str):
                 raise invalid_value("--env", f"{key}={value}", "NAME=VALUE with a NAME of letters, digits and _ "
@@ -337,6 +346,18 @@ class JobSpec:
     def timeout(self) -> str | None:
         """max runtime as a google-duration ("7200s"), or None for the service default."""
         return None if self.max_runtime_seconds is None else f"{self.max_runtime_seconds}s"
+
+    @property
+    def deadline_seconds(self) -> int | None:
+        """The time limit in seconds (Kubernetes `activeDeadlineSeconds`), set by --max-runtime or --max-cost."""
+        return self.max_runtime_seconds
+
+    @property
+    def spot_node_selector(self) -> dict[str, str]:
+        """The node selector of a spot job's pods on GKE ({} for on-demand jobs)."""
+        from mlsubmit.jobspec.cost import GKE_SPOT_NODE_SELECTOR
+
+        return dict(GKE_SPOT_NODE_SELECTOR) if self.spot else {}
 
     @property
     def labels_dict(self) -> dict[str, str]:

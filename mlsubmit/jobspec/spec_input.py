@@ -65,6 +65,7 @@ class SpecDraft:
     boot_disks: tuple[tuple[str, str | None, int | None], ...] | None = None
     network: str | None = None
     env: tuple[tuple[str, str], ...] | None = None
+    spot: bool | None = None  # scheduling.strategy SPOT / --spot
     names: dict[str, str] = field(default_factory=dict)
 
     def name(self, key: str, default: str) -> str:
@@ -233,7 +234,7 @@ def _job_spec(draft: SpecDraft, tier: str, pools: dict, labels: tuple, target: s
         else parse_duration(draft.max_runtime, draft.name("max_runtime", "--max-runtime")),
         target=target, python_version=draft.python_version, container_image=draft.container_image,
         container_command=tuple(draft.container_command or ()), pool_images=tuple(draft.pool_images or ()),
-        boot_disks=tuple(draft.boot_disks or ()), network=draft.network,
+        boot_disks=tuple(draft.boot_disks or ()), network=draft.network, spot=bool(draft.spot),
     )
 
 

@@ -33,6 +33,8 @@ from mlsubmit.chatter import drop_chatter
 SUCCEEDED, FAILED, CANCELLED = "SUCCEEDED", "FAILED", "CANCELLED"
 _COLOURS = {"chief": "36", "worker": "32", "ps": "35", "evaluator": "33"}  # cyan, green, magenta, yellow
 _TAIL_LINES = 400
+MAX_LINE = 65_536  # characters: a longer line (no newline in 100 MB) is passed on in pieces, never held whole;
+# 4 bytes a character at most, so each piece fits a Cloud Logging entry (256 KiB)
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ class Runner:
         self._readers.append(reader)
 
     def _read(self, name: str, process: subprocess.Popen) -> None:
-        for line in drop_chatter(process.stdout):  # TensorFlow's C++ start-up lines (mlsubmit.chatter)
+        pieces = iter(lambda: process.stdout.readline(MAX_LINE), "")  # bounded, whatever a replica prints
+        for line in drop_chatter(pieces):  # TensorFlow's C++ start-up lines (mlsubmit.chatter)
             self._lines.put((name, line.rstrip("\n")))
         process.stdout.close()
 

@@ -15,13 +15,13 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
 from mlsubmit.jobspec.keras_backends import BACKENDS as BACKEND_NAMES
+from mlsubmit.predict.archive import check_archive
 from mlsubmit.predict.backend import activate
 from mlsubmit.predict.layers import stranded_layer
 from mlsubmit.predict.sources import ModelSource
@@ -75,20 +75,6 @@ def _is_safe_mode_refusal(exc: Exception) -> bool:
     return "safe_mode" in text or "unsafe_deserialization" in text
 
 
-def _archive_damage(path) -> str | None:
-    """Why a .keras file (a zip archive) is not whole, or None: Keras reports a cut-off one as "File not found"."""
-    import zipfile
-
-    if Path(path).suffix != ".keras":
-        return None
-    try:
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
-        return f"not a complete .keras zip archive of {Path(path).stat().st_size} bytes: {exc}"
-    return f"{bad} fails its CRC check" if bad else None
-
-
 def _not_carried_across(source: ModelSource, backend: str, exc: Exception) -> UsageError | None:
     """The error for a model that loads nowhere but where it was trained: a layer this process cannot rebuild."""
     layer = stranded_layer(source.model_file, exc)
@@ -121,10 +107,7 @@ def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAUL
         UsageError: a Lambda layer without --unsafe, a layer that does not carry across into `backend` (naming it),
             a file Keras cannot load, or a model that does not output one probability per class.
     """
-    damage = _archive_damage(source.model_file)  # before TensorFlow loads: Keras would say "File not found"
-    if damage:
-        raise UsageError(f"invalid value for MODEL: {source.name} is damaged or truncated ({damage})",
-                         hint="copy or download the model again")
+    check_archive(source.model_file, source.name)  # before TensorFlow loads: bounded, whole (not "File not found")
     keras = _keras(backend)
     _quiet_retracing(backend)
     try:

@@ -26,6 +26,10 @@ from mlsubmit_runtime.artifacts import MANIFEST
 # it. A job dir needs one of them, and whatever else its manifest lists (nothing beyond what a JAX or PyTorch job wrote).
 MODEL_FILES = ("model/model.keras", "model/model.h5")
 METRICS = "metrics.json"
+# What a job dir may declare before anything of it is read whole or downloaded: a trainer's MANIFEST.json lists a
+# few files in a few KB, its metrics.json is a few KB; every listed file is downloaded, so all of them must fit.
+MAX_JSON_BYTES = 16 << 20
+MAX_MANIFEST_FILES = 10_000
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ def parse_manifest(job_dir: str, text: bytes | str) -> list[Entry]:
         manifest = json.loads(text)
         if manifest.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"format {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+        if len(manifest["files"]) > MAX_MANIFEST_FILES:
+            raise ValueError(f"it lists {len(manifest['files']):,} files; expected at most {MAX_MANIFEST_FILES:,}")
         entries = [Entry(str(f["path"]), int(f["size"]), str(f["sha256"]).lower()) for f in manifest["files"]]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _corrupt(job_dir, f"{MANIFEST} cannot be read ({exc})") from None
@@ -94,10 +100,29 @@ def _check_file(job_dir: str, entry: Entry, digests: Digests) -> None:
                        f"{entry.sha256[:12]}…")
 
 
+def _check_json_size(job_dir: str, what: str, size: int) -> None:
+    if size > MAX_JSON_BYTES:
+        raise _corrupt(job_dir, f"{what} has {size:,} bytes; expected at most {MAX_JSON_BYTES:,} (16 MiB), as a "
+                       "trainer writes it (a few KB)")
+
+
+def _check_space(job_dir: str, cache: Cache, entries: list[Entry]) -> None:
+    """Every listed file is downloaded: refuse before the first one when they cannot all fit in the cache."""
+    import shutil
+
+    needed = sum(e.size for e in entries if not cache.path("sha256", e.sha256, PurePosixPath(e.path).suffix).is_file())
+    cache.root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(cache.root).free
+    if needed > free:
+        raise UsageError(f"job dir {job_dir} lists {needed:,} bytes to download; the cache at {cache.root} has "
+                         f"{free:,} bytes free", hint="free some space, or set MLSUBMIT_HOME to a larger disk")
+
+
 def _pick(job_dir: str, files: dict[str, Path]) -> tuple[Path, dict | None]:
     model = next(files[f] for f in MODEL_FILES if f in files)
     metrics = None
     if METRICS in files:
+        _check_json_size(job_dir, METRICS, files[METRICS].stat().st_size)
         try:
             metrics = json.loads(files[METRICS].read_text())
         except ValueError as exc:
@@ -110,6 +135,7 @@ def local_job_dir(name: str) -> ModelSource:
     manifest = root / MANIFEST
     if not manifest.is_file():
         raise _incomplete(name, f"no {MANIFEST}")
+    _check_json_size(name, MANIFEST, manifest.stat().st_size)
     files = {}
     for entry in parse_manifest(name, manifest.read_bytes()):
         path = root / entry.path
@@ -123,19 +149,27 @@ def local_job_dir(name: str) -> ModelSource:
     return ModelSource(name, model, metrics, "job dir")
 
 
-def _listing(uri: str) -> dict[str, ObjectInfo]:
-    """Every object below the gs:// prefix, by path relative to it (one list request per 1,000 objects)."""
+def _listing(uri: str, wanted: set[str] | None = None, most: int = 1_000) -> dict[str, ObjectInfo]:
+    """The objects below the gs:// prefix, by path relative to it (one list request per 1,000 objects): those in
+    `wanted`, the listing ending once all are found; without `wanted`, at most `most` + 1 of them. A prefix of
+    millions of objects (a bucket's root given by mistake) is never held in memory."""
     from mlsubmit.emulator.gcs_emulator import storage_client
 
     bucket_name, prefix = split_gcs(uri)
     prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    found: dict[str, ObjectInfo] = {}
     try:
-        blobs = list(storage_client().list_blobs(bucket_name, prefix=prefix))
+        for blob in storage_client().list_blobs(bucket_name, prefix=prefix):
+            path = blob.name[len(prefix):]
+            if wanted is None or path in wanted:
+                found[path] = ObjectInfo(f"gs://{bucket_name}/{blob.name}", int(blob.size or 0),
+                                         Checksums(blob.crc32c, blob.md5_hash))
+            if len(found) == (len(wanted) if wanted is not None else most + 1):
+                break
     except Exception as exc:  # stat() of the manifest already told a missing bucket or credentials apart
         raise OperationFailed(f"cannot list {uri}: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}",
                               hint="run the same command again") from None
-    return {b.name[len(prefix):]: ObjectInfo(f"gs://{bucket_name}/{b.name}", int(b.size or 0),
-                                             Checksums(b.crc32c, b.md5_hash)) for b in blobs}
+    return found
 
 
 def _cached_copy(path: Path, remote: ObjectInfo, sha256: str | None = None) -> bool:
@@ -151,23 +185,29 @@ def _cached_copy(path: Path, remote: ObjectInfo, sha256: str | None = None) -> b
 
 def gcs_job_dir(name: str, cache: Cache) -> ModelSource:
     uri = name.rstrip("/")
-    if stat(f"{uri}/{MANIFEST}") is None:  # also reports a missing bucket, refused access, no credentials
+    remote_manifest = stat(f"{uri}/{MANIFEST}")  # also reports a missing bucket, refused access, no credentials
+    if remote_manifest is None:
         listing = _listing(uri)
-        found = f"{len(listing)} file(s) there" if listing else "the prefix is empty or does not exist"
+        count = f"{len(listing)}" if len(listing) <= 1_000 else "more than 1,000"
+        found = f"{count} file(s) there" if listing else "the prefix is empty or does not exist"
         raise _incomplete(name, f"no {MANIFEST} ({found})")
+    _check_json_size(name, MANIFEST, remote_manifest.size)
     temp = get_file(f"{uri}/{MANIFEST}", cache.temp_file())
     try:
         entries = parse_manifest(name, temp.read_bytes())
     finally:
         temp.unlink(missing_ok=True)
-    listing = _listing(uri)
-    files = {}
-    for entry in entries:
+    listing = _listing(uri, {entry.path for entry in entries})
+    for entry in entries:  # every file there, with its listed size, before anything is downloaded
         remote = listing.get(entry.path)
         if remote is None:
             raise _incomplete(name, f"{entry.path} is listed in {MANIFEST} but missing")
         if remote.size != entry.size:
             raise _corrupt(name, f"{entry.path} has {remote.size} bytes, but {MANIFEST} lists {entry.size}")
+    _check_space(name, cache, entries)
+    files = {}
+    for entry in entries:
+        remote = listing[entry.path]
         target = cache.path("sha256", entry.sha256, PurePosixPath(entry.path).suffix)
         if _cached_copy(target, remote, entry.sha256):
             cache.reused.append(remote.uri)

@@ -188,13 +188,9 @@ def read_file(path: str | Path, *, only_tuning: bool) -> tuple[TuningSpec | None
         only_tuning: `--hptune-config`: settings other than the tuning spec are named in the notes (the job comes
             from --config and the flags).
     """
-    import yaml
+    from mlsubmit.jobspec.safe_yaml import load_file
 
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise invalid_value("--hptune-config" if only_tuning else "--config", str(path), "a readable YAML file",
-                            hint=str(err).splitlines()[0] if str(err) else None) from None
+    document = load_file(path, "--hptune-config" if only_tuning else "--config")  # bounded as --config is
     document = normalize(document) if isinstance(document, dict) else document
     if not isinstance(document, dict):
         raise invalid_value("--hptune-config", type(document).__name__, "a YAML mapping (trainingInput: "

@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
-import itertools
+import math
 import random
+from collections.abc import Iterator
 from typing import Any
 
 from mlsubmit.tuning.spec import Parameter, TuningSpec
@@ -37,10 +38,42 @@ def _distribution(param: Parameter) -> Any:
     return optuna.distributions.CategoricalDistribution(list(param.values))
 
 
-def grid(tuning: TuningSpec) -> dict[str, list[Any]]:
-    """The grid of a GRID_SEARCH study: every value of every parameter."""
-    return {p.name: list(range(p.min_value, p.max_value + 1)) if p.type == "INTEGER" else list(p.values)
-            for p in tuning.params}
+class Grid:
+    """The points of a GRID_SEARCH study, never listed: an INTEGER range of 10**18 values, or ten parameters of a
+    thousand values each (10**30 points), costs what the trials asked for, not what the grid holds.
+
+    Point i is read from i's digits in the mixed radix of the axes' sizes. `order` draws the points' indices in a
+    seeded random order, each once: a shuffle of every index for a grid of at most SHUFFLED points, else distinct
+    random indices (the study asks for at most maxTrialCount of them).
+    """
+
+    SHUFFLED = 100_000
+
+    def __init__(self, tuning: TuningSpec):
+        self.axes = [(p.name, p.max_value - p.min_value + 1 if p.type == "INTEGER" else len(p.values), p)
+                     for p in tuning.params]
+        self.size = math.prod(size for _, size, _ in self.axes)
+
+    def point(self, index: int) -> dict[str, Any]:
+        values = {}
+        for name, size, param in reversed(self.axes):
+            index, digit = divmod(index, size)
+            values[name] = param.min_value + digit if param.type == "INTEGER" else param.values[digit]
+        return {name: values[name] for name, _, _ in self.axes}
+
+    def order(self, seed: int) -> Iterator[int]:
+        rng = random.Random(seed)
+        if self.size <= self.SHUFFLED:
+            indices = list(range(self.size))
+            rng.shuffle(indices)
+            yield from indices
+            return
+        drawn: set[int] = set()
+        while len(drawn) < self.size:
+            index = rng.randrange(self.size)
+            if index not in drawn:
+                drawn.add(index)
+                yield index
 
 
 class Search:
@@ -53,12 +86,10 @@ class Search:
         self.tuning, self.results = tuning, {}
         self.notes = [f"{p.name}: UNIT_REVERSE_LOG_SCALE is searched on a linear scale" for p in tuning.params
                       if p.scale == "UNIT_REVERSE_LOG_SCALE"]
-        self.points: list[dict[str, Any]] | None = None
+        self.points: Iterator[int] | None = None
         if tuning.algorithm == "GRID_SEARCH":
-            axes = grid(tuning)
-            points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
-            random.Random(seed).shuffle(points)
-            self.points, self.total, self.study = points, min(tuning.max_trials, len(points)), None
+            self.grid = Grid(tuning)
+            self.points, self.total, self.study = self.grid.order(seed), min(tuning.max_trials, self.grid.size), None
             return
         if tuning.algorithm == "RANDOM_SEARCH":
             sampler, self.total = optuna.samplers.RandomSampler(seed=seed), tuning.max_trials
@@ -72,7 +103,7 @@ class Search:
         if self.points is not None:
             number = len(self.results)
             self.results[number] = None
-            return number, dict(self.points[number])
+            return number, self.grid.point(next(self.points))
         trial = self.study.ask(self.distributions)
         return trial.number, dict(trial.params)
 

@@ -43,6 +43,7 @@ def tuning_of(config: str | None, hptune_config: str | Path | None) -> tuple[Any
 def with_tuning(submission: Submission, tuning: Any) -> TuningSubmission:
     """The submission with its body turned into the tuning job's (checked against the discovery schema)."""
     from mlsubmit.jobspec import discovery
+    from mlsubmit.jobspec.limits import check_request
     from mlsubmit.tuning.requests import legacy_hyperparameters, study_spec
 
     body = submission.body
@@ -67,6 +68,7 @@ def with_tuning(submission: Submission, tuning: Any) -> TuningSubmission:
     request_id = request_id_of(body, api=submission.api, parent=submission.parent,
                                package_sha256=submission.request_id)
     body["labels"] = {**(body.get("labels") or {}), REQUEST_LABEL: request_id}
+    check_request(body, "the tuning job's request body")
     fields = {f.name: getattr(submission, f.name) for f in dataclasses.fields(Submission)}
     return TuningSubmission(**{**fields, "body": body, "notes": tuple(notes), "request_id": request_id},
                             tuning=tuning)

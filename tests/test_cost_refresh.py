@@ -1,0 +1,96 @@
+"""tools/refresh_prices.py reads the Cloud Billing Catalog API's SKUs into the price table's shape: two pages of a
+services.skus.list response shaped like the API's (there is no network here, so the HTTP transport is
+googleapiclient's HttpMockSequence; the client is built from the shipped cloudbilling v1 discovery document), n1
+machines built from core and RAM SKUs, GPUs per unit, spot apart, commitments and unknown SKUs skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("refresh_prices", ROOT / "tools" / "refresh_prices.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sku(description, usage, regions, nanos, units="0", unit="h", group="N1Standard", free_first=False):
+    rates = [{"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": units, "nanos": nanos}}]
+    if free_first:
+        rates.insert(0, {"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": "0", "nanos": 0}})
+        rates[1]["startUsageAmount"] = 100
+    return {"name": f"services/x/skus/{abs(hash(description)) % 10**8}", "skuId": "AAAA-BBBB-CCCC",
+            "description": description, "serviceRegions": regions, "serviceProviderName": "Google",
+            "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute", "resourceGroup": group,
+                         "usageType": usage},
+            "pricingInfo": [{"effectiveTime": "2026-11-01T00:00:00Z", "summary": "",
+                             "pricingExpression": {"usageUnit": unit, "displayQuantity": 1, "baseUnit": "s",
+                                                   "baseUnitConversionFactor": 3600, "tieredRates": rates},
+                             "currencyConversionRate": 1}]}
+
+
+PAGE_1 = {"skus": [
+    _sku("N1 Predefined Instance Core running in Americas", "OnDemand", ["us-central1", "us-east1"], 31611000),
+    _sku("N1 Predefined Instance Ram running in Americas", "OnDemand", ["us-central1", "us-east1"], 4237000,
+         unit="GiBy.h"),
+    _sku("Spot Preemptible N1 Predefined Instance Core running in Americas", "Preemptible", ["us-central1"], 6655000),
+    _sku("Commitment v1: Cpu in Americas for 1 Year", "Commit1Yr", ["us-central1"], 19915000),
+], "nextPageToken": "page-2"}
+PAGE_2 = {"skus": [
+    _sku("Nvidia Tesla T4 GPU running in Americas", "OnDemand", ["us-central1"], 350000000, group="GPU"),
+    _sku("Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas", "Preemptible", ["us-central1"],
+         175000000, group="GPU"),
+    _sku("Nvidia Tesla A100 80GB GPU running in Americas", "OnDemand", ["us-central1"], 925000000, units="3",
+         group="GPU", free_first=True),
+    _sku("Network Internet Egress from Americas to Americas", "OnDemand", ["us-central1"], 120000000,
+         unit="GiBy", group="PremiumInternetEgress"),
+]}
+
+
+def test_skus_become_prices_of_what_the_machine_table_knows(tmp_path):
+    from googleapiclient.discovery import build
+    from googleapiclient.http import HttpMockSequence
+
+    tool = _tool()
+    pages = [({"status": "200"}, json.dumps(page)) for page in (PAGE_1, PAGE_2, {"skus": []})]
+    client = build("cloudbilling", "v1", static_discovery=True, developerKey="k", http=HttpMockSequence(pages))
+    skus = list(tool.list_skus(client, tool.SERVICES["compute"]))
+    assert len(skus) == 8  # both pages, through nextPageToken
+    table, skipped = tool.parse(skus, "compute", ["us-central1", "us-east1"],
+                                {"n1-standard-4": 4, "n1-highmem-2": 2, "n1-highcpu-16": 16})
+    # n1-standard-4 = 4 vCPUs x $0.031611 + 15 GiB (4 x 3.75) x $0.004237 = 0.126444 + 0.063555 = 0.189999
+    assert table[("compute", "machine", "n1-standard-4", "us-central1", False)] == pytest.approx(0.189999)
+    assert table[("compute", "machine", "n1-standard-4", "us-east1", False)] == pytest.approx(0.189999)
+    # n1-highmem-2 = 2 x 0.031611 + 13 GiB (2 x 6.5) x 0.004237 = 0.063222 + 0.055081 = 0.118303
+    assert table[("compute", "machine", "n1-highmem-2", "us-central1", False)] == pytest.approx(0.118303)
+    assert ("compute", "machine", "n1-standard-4", "us-central1", True) not in table  # spot core, but no spot RAM
+    assert table[("compute", "accelerator", "NVIDIA_TESLA_T4", "us-central1", False)] == 0.35
+    assert table[("compute", "accelerator", "NVIDIA_TESLA_T4", "us-central1", True)] == 0.175
+    assert table[("compute", "accelerator", "NVIDIA_A100_80GB", "us-central1", False)] == 3.925  # not TESLA_A100
+    assert ("compute", "accelerator", "NVIDIA_TESLA_A100", "us-central1", False) not in table
+    assert set(skipped) == {"Commitment v1: Cpu in Americas for 1 Year",
+                            "Network Internet Egress from Americas to Americas"}
+
+
+def test_the_written_module_is_what_the_price_table_reads(tmp_path):
+    tool = _tool()
+    table = {("compute", "accelerator", "NVIDIA_TESLA_T4", "us-east1", False): 0.35}
+    text = tool.module_text(table, "2026-11-25")
+    namespace: dict = {}
+    exec(compile(text, "prices_billing.py", "exec"), namespace)
+    assert namespace["BILLING"] == table and namespace["FETCHED"] == "2026-11-25"
+
+
+def test_two_skus_that_disagree_give_no_price():
+    tool = _tool()
+    skus = [_sku("Nvidia Tesla T4 GPU running in Americas", "OnDemand", ["us-central1"], 350000000, group="GPU"),
+            _sku("Nvidia Tesla T4 GPU running in Iowa", "OnDemand", ["us-central1"], 360000000, group="GPU")]
+    table, _ = tool.parse(skus, "vertex", ["us-central1"], {})
+    assert table == {}

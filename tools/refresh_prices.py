@@ -1,0 +1,158 @@
+"""Refresh mlsubmit's price table from the Cloud Billing Catalog API (a maintainer's tool, never run by mlsubmit).
+
+    python tools/refresh_prices.py                    # with Application Default Credentials (gcloud auth ...)
+    python tools/refresh_prices.py --key API_KEY      # or an API key with the Cloud Billing API enabled
+
+It lists the SKUs of Vertex AI (service C7E2-9256-1C43) and Compute Engine (6F81-5844-456A) with
+google-api-python-client (its shipped cloudbilling v1 discovery document), keeps the on-demand and spot prices
+of what mlsubmit's machine table knows (n1 cores and memory, the GPUs) in its regions, and writes
+mlsubmit/jobspec/prices_billing.py, which mlsubmit.jobspec.prices reads beside its own table (offline: the file is
+shipped, the API is never called by mlsubmit). An n1 machine's price is built the way Google bills it: vCPUs x the
+core SKU + GiB x the RAM SKU (n1-standard: 3.75 GiB per vCPU, n1-highmem: 6.5, n1-highcpu: 0.9). A SKU that is
+not understood is skipped, never guessed at; `--explain` lists what was skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import pprint
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICES = {"vertex": "C7E2-9256-1C43", "compute": "6F81-5844-456A"}
+N1_GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}
+# description fragment (lower case) -> accelerator; longer fragments first so "a100 80gb" is not read as "a100"
+GPU_NAMES = (("h100 80gb mega", "NVIDIA_H100_MEGA_80GB"), ("h100 mega", "NVIDIA_H100_MEGA_80GB"),
+             ("h100 80gb", "NVIDIA_H100_80GB"), ("h100", "NVIDIA_H100_80GB"),
+             ("a100 80gb", "NVIDIA_A100_80GB"), ("tesla a100", "NVIDIA_TESLA_A100"), ("a100", "NVIDIA_TESLA_A100"),
+             ("tesla v100", "NVIDIA_TESLA_V100"), ("tesla p100", "NVIDIA_TESLA_P100"), ("tesla p4 ", "NVIDIA_TESLA_P4"),
+             ("tesla t4", "NVIDIA_TESLA_T4"), ("tesla k80", "NVIDIA_TESLA_K80"), ("nvidia l4", "NVIDIA_L4"))
+_SKIPPED = re.compile(r"commitment|sole tenan|reserved|reservation|dws|flex|calendar|premium|custom|extended|"
+                      r"prediction|predict|online|batch|workbench|notebook|pipelines? run|tpu", re.I)
+_CORE = re.compile(r"\bN1 Predefined Instance Core\b", re.I)
+_RAM = re.compile(r"\bN1 Predefined Instance Ram\b", re.I)
+
+
+def usd_per_hour(sku: dict[str, Any]) -> float | None:
+    """The SKU's first on-demand tier as USD per hour (usageUnit h or GiBy.h), or None."""
+    for info in sku.get("pricingInfo") or ():
+        expression = info.get("pricingExpression") or {}
+        if expression.get("usageUnit") not in ("h", "GiBy.h"):
+            continue
+        rates = sorted(expression.get("tieredRates") or (), key=lambda r: float(r.get("startUsageAmount") or 0))
+        paid = [r["unitPrice"] for r in rates if int(r["unitPrice"].get("units") or 0) or
+                int(r["unitPrice"].get("nanos") or 0)]
+        if not paid:
+            continue
+        price = paid[0]  # a free first tier (a few SKUs have one) is not the price
+        if price.get("currencyCode", "USD") != "USD":
+            return None
+        return int(price.get("units") or 0) + int(price.get("nanos") or 0) / 1e9
+    return None
+
+
+def classify(sku: dict[str, Any]) -> tuple[str, str, bool] | None:
+    """(kind, name, spot) of a SKU mlsubmit prices: ("core"|"ram", "n1", spot) or ("accelerator", NAME, spot)."""
+    description = sku.get("description") or ""
+    category = sku.get("category") or {}
+    usage = category.get("usageType", "")
+    if usage not in ("OnDemand", "Preemptible") or _SKIPPED.search(description):
+        return None
+    spot = usage == "Preemptible" or "spot" in description.lower() or "preemptible" in description.lower()
+    if _CORE.search(description):
+        return "core", "n1", spot
+    if _RAM.search(description):
+        return "ram", "n1", spot
+    lowered = description.lower() + " "
+    if "gpu" in lowered:
+        for fragment, name in GPU_NAMES:
+            if fragment in lowered:
+                return "accelerator", name, spot
+    return None
+
+
+def parse(skus: Iterable[dict[str, Any]], catalog: str, regions: Iterable[str],
+          n1_machines: dict[str, int]) -> tuple[dict[tuple, float], list[str]]:
+    """{(catalog, kind, name, region, spot): USD per hour} for machines (n1, from core + RAM) and accelerators, and
+    the descriptions of the SKUs that were skipped."""
+    wanted = set(regions)
+    parts: dict[tuple, float] = {}
+    skipped: list[str] = []
+    for sku in skus:
+        kind = classify(sku)
+        usd = usd_per_hour(sku)
+        if kind is None or usd is None:
+            skipped.append(sku.get("description", "?"))
+            continue
+        for region in set(sku.get("serviceRegions") or ()) & wanted:
+            key = (kind[0], kind[1], region, kind[2])
+            if key in parts and parts[key] != usd:  # two SKUs disagree: keep neither, never pick one
+                parts[key] = float("nan")
+            else:
+                parts.setdefault(key, usd)
+    table: dict[tuple, float] = {}
+    for (kind, name, region, spot), usd in parts.items():
+        if usd != usd:  # nan: conflicting SKUs
+            continue
+        if kind == "accelerator":
+            table[(catalog, "accelerator", name, region, spot)] = round(usd, 9)
+    for machine, vcpus in n1_machines.items():
+        size = machine.split("-")[1]
+        for region in wanted:
+            for spot in (False, True):
+                core, ram = parts.get(("core", "n1", region, spot)), parts.get(("ram", "n1", region, spot))
+                if core is None or ram is None or core != core or ram != ram:
+                    continue
+                table[(catalog, "machine", machine, region, spot)] = round(
+                    vcpus * core + vcpus * N1_GIB_PER_VCPU[size] * ram, 9)
+    return table, skipped
+
+
+def list_skus(client: Any, service: str) -> Iterable[dict[str, Any]]:
+    """Every SKU of a service, page by page (services.skus.list)."""
+    request = client.services().skus().list(parent=f"services/{service}", currencyCode="USD", pageSize=5000)
+    while request is not None:
+        answer = request.execute()
+        yield from answer.get("skus") or ()
+        request = client.services().skus().list_next(request, answer)
+
+
+def module_text(table: dict[tuple, float], fetched: str) -> str:
+    return (f'"""Prices from the Cloud Billing Catalog API, written by tools/refresh_prices.py on {fetched}; read by '
+            f'mlsubmit.jobspec.prices."""\n\nFETCHED = {fetched!r}\nBILLING = {pprint.pformat(dict(sorted(table.items())), width=116)}\n')
+
+
+def main(argv: list[str] | None = None, client: Any = None) -> int:
+    sys.path.insert(0, str(ROOT))
+    from mlsubmit.jobspec import machines
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--key", help="an API key (else Application Default Credentials)")
+    parser.add_argument("--output", default=str(ROOT / "mlsubmit" / "jobspec" / "prices_billing.py"))
+    parser.add_argument("--explain", action="store_true", help="list the SKUs that were skipped")
+    args = parser.parse_args(argv)
+    if client is None:
+        from googleapiclient.discovery import build
+
+        client = build("cloudbilling", "v1", static_discovery=True, developerKey=args.key)
+    n1 = {name: m.vcpus for name, m in machines.MACHINES.items() if m.family == "n1"}
+    table: dict[tuple, float] = {}
+    for catalog, service in SERVICES.items():
+        found, skipped = parse(list_skus(client, service), catalog, machines.REGIONS, n1)
+        table.update(found)
+        print(f"{catalog}: {len(found)} prices, {len(skipped)} SKUs skipped", file=sys.stderr)
+        if args.explain:
+            for description in sorted(set(skipped)):
+                print(f"  skipped: {description}", file=sys.stderr)
+    fetched = datetime.date.today().isoformat()
+    Path(args.output).write_text(module_text(table, fetched), encoding="utf-8")
+    print(f"wrote {len(table)} prices to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
