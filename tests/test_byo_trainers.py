@@ -34,7 +34,8 @@ LAYOUTS = {
     "setup_reads_requirements": ("trainer", "pypa/build, mlsubmit's setuptools, backend "
                                  "setuptools.build_meta:__legacy__ (setup.py computes its metadata", ("tabulate",)),
     "requirements_only": ("trainer", "in-process reproducible build (no setup.py: one generated, as gcloud does, "
-                          "with the requirements of requirements.txt)", ("tabulate>=0.8",)),
+                          "with the requirements of requirements.txt, which gcloud's generated setup.py does not "
+                          "read: tabulate>=0.8)", ("tabulate>=0.8",)),
     "pyproject_hatchling": ("trainer", "pypa/build, isolated, backend hatchling.build (pyproject.toml project",
                             ("tabulate",)),
     "pyproject_setuptools": ("trainer", "pypa/build, mlsubmit's setuptools, backend "
@@ -324,3 +325,75 @@ def test_gcloud_vertex_create_runs_a_hatchling_package_mlsubmit_staged(cloud, tm
     job = _wait(lambda: jobs.get(name=name).execute())
     assert job["state"] == "JOB_STATE_SUCCEEDED", job
     assert json.loads(cloud.object(f"{job_dir}/weights.json"))["loss"] < 2.0
+
+
+def test_each_replica_writes_into_its_own_working_directory(cloud, tmp_path):
+    """#21 one disk per replica: chief and worker both create `model/1/weights.txt` exclusively after reading
+    `--data` relative to the user's directory: locally each gets its own (the user's directory gets nothing), and in
+    the emulator too."""
+    package = TRAINERS / "same_relative_path" / "samepath"
+    user = tmp_path / "user"
+    (user / "inputs").mkdir(parents=True)
+    (user / "inputs" / "rows.txt").write_text("1 2 3\n")
+    before = sorted(p.relative_to(user) for p in user.rglob("*"))
+    local = mlsubmit("train", "--local", "--workers", "1", "--package-path", str(package), "--module-name",
+                     "samepath.task", "--job-name", "samepath_local", "--job-dir", str(tmp_path / "job"), "--",
+                     "--data", "inputs/rows.txt", cwd=user)
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert sorted(p.relative_to(user) for p in user.rglob("*")) == before  # nothing landed in the user's directory
+    root = Path(os.environ["MLSUBMIT_HOME"]) / "replicas" / "samepath_local"
+    assert f"each replica works in its own directory under {root}, a mirror of {user}" in local.stdout
+    for name in ("chief-0", "worker-0"):
+        assert f"[{name}]".ljust(10) + f" {name} saved 3 rows to {root / name}/model/1/weights.txt" in local.stdout
+        assert (root / name / "model" / "1" / "weights.txt").read_text() == f"{name} 3\n"
+    # the artifacts line claims nothing for the job dir the trainer did not write to, and says where it wrote
+    assert (f"base output directory: {tmp_path / 'job'}/ — nothing was written there; the replicas wrote 2 file(s) by "
+            f"relative paths into their own directories under {root}") in local.stdout
+
+    remote = cloud.run("train", "--workers", "1", "--package-path", str(package), "--module-name", "samepath.task",
+                       "--job-name", "samepath_emulated", "--skip-preflight", "--",
+                       "--data", str(user / "inputs" / "rows.txt"))
+    assert remote.code == 0, remote.stdout + remote.stderr
+    said = remote.stdout + remote.stderr
+    assert "chief-0 saved 3 rows" in said and "worker-0 saved 3 rows" in said
+    assert f"artifacts: none in gs://{cloud.bucket}/jobs/samepath_emulated/ (the trainer wrote nothing there)" in said
+
+
+def test_package_path_dot_on_a_project_root_points_at_its_package():
+    done = mlsubmit("package", "--package-path", ".", "--dry-run", cwd=TRAINERS / "vertex_strict")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.strip().endswith("it is the project holding the package, not the package: pass "
+                                        "--package-path trainer"), done.stderr
+
+
+def test_a_setup_py_reading_a_file_the_sdist_lacks_is_refused_with_the_cause_and_the_fix(tmp_path):
+    """#21: a setup.py that reads requirements.txt, without the MANIFEST.in that ships it: the build's own cause
+    (FileNotFoundError) and how to ship the file, in one line, exit 2; nothing left in dist/."""
+    project = tmp_path / "project"
+    shutil.copytree(TRAINERS / "setup_reads_requirements", project)
+    (project / "MANIFEST.in").unlink()
+    done = mlsubmit("package", "--package-path", str(project / "trainer"), "--dist-dir", str(tmp_path / "dist"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "does not install (pip exit code 1): FileNotFoundError: [Errno 2] No such file or directory: " \
+           in done.stderr
+    assert done.stderr.strip().endswith("the setup.py reads requirements.txt, which the sdist does not carry: ship it "
+                                        "(a MANIFEST.in line `include requirements.txt`, or package data), or stop "
+                                        "reading it in setup.py")
+    assert not list((tmp_path / "dist").glob("*"))
+
+
+def test_a_tensorflow_gs_write_in_the_emulator_says_why_and_what_to_do(cloud, tmp_path):
+    """#21: TensorFlow's GCS filesystem never reaches the emulator; the job's error says so, once, with the fix."""
+    from support.tiny_package import make_project
+
+    task = ("import os\nimport tensorflow as tf\n\n"
+            "tf.io.gfile.makedirs(os.environ['AIP_MODEL_DIR'])\n")
+    package = make_project(tmp_path / "proj", task=task)
+    done = cloud.run("train", "--package-path", str(package), "--module-name", "tinypkg.task", "--job-name",
+                     "tf_gs_write", "--skip-preflight")
+    assert done.code == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error. (emulator) " \
+           "TensorFlow's own GCS filesystem (tf.io.gfile, model.save or checkpoints to gs://) cannot reach the " \
+           "emulator's Cloud Storage" in last, last
+    assert "mlsubmit_runtime.artifacts.publish_dir" in last

@@ -113,7 +113,10 @@ def test_a_failing_replica_fails_the_job_with_its_last_lines(training_emulator, 
     assert job["state"] == "JOB_STATE_FAILED"
     message = job["error"]["message"]
     assert message.startswith("The replica workerpool0-0 exited with a non-zero status of 1.")
-    assert "RuntimeError: boom in chief-0" in message and "Traceback (most recent call last)" in message
+    assert message == "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error."
+    # the traceback is in the replica's log, once (not again in the service's own line)
+    logs = [e.get("textPayload", "") for e in training_emulator.log_lines(job["name"].rsplit("/", 1)[-1], PROJECT)]
+    assert sum("Traceback (most recent call last)" in line for line in logs) == 1, logs
     assert job["error"]["code"] == 3
 
 
@@ -202,3 +205,20 @@ def test_a_job_past_its_timeout_fails(training_emulator, task_package):
                                                                max_runtime_seconds=1)))
     assert job["state"] == "JOB_STATE_FAILED" and job["error"]["code"] == 4  # DEADLINE_EXCEEDED
     assert "maximum running time of 1s" in job["error"]["message"] and time.monotonic() - started < 20
+
+
+def test_a_gpu_job_gets_the_emulated_devices_train_local_gives_and_its_body_does_not(training_emulator, task_package):
+    """#21: a pool asking for more GPUs than this machine has gets MLSUBMIT_EMULATE_DEVICES in its processes only."""
+    bucket, uri = task_package
+    gpu_spec = spec(uri, bucket, "--lines", "1", workers=1, name="gpu-env").replace(
+        chief=Pool("chief", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 2),
+        worker=Pool("worker", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 2))
+    body = vertex_custom_job(gpu_spec)
+    assert "MLSUBMIT_EMULATE_DEVICES" not in json.dumps(body)
+    job = run_vertex(training_emulator, body)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    assert "MLSUBMIT_EMULATE_DEVICES" not in json.dumps(job["jobSpec"])
+    entries = training_emulator.log_lines(job["name"].rsplit("/", 1)[-1], PROJECT)
+    for task in ("workerpool0-0", "workerpool1-0"):
+        assert env_of(entries, task)["MLSUBMIT_EMULATE_DEVICES"] == "2"
+    assert any("each replica gets MLSUBMIT_EMULATE_DEVICES=2" in line for line in texts(entries, "service"))

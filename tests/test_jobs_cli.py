@@ -67,13 +67,23 @@ def test_list_describe_logs_wait_and_cancel_with_json(cloud, task_project, api):
     assert again.code == 2 and "already ended (CANCELLED)" in again.stderr
 
 
-def test_a_failed_job_exits_1_with_its_error_and_first_traceback(cloud, task_project):
+def test_a_failed_job_exits_1_with_its_error_and_its_traceback_once(cloud, task_project):
     run = cloud.run("train", "--wait", "--job-name", "fails", "--package-path", task_project, "--python-module",
                     "tinypkg.task", "--skip-preflight", "--machine-type", "n1-standard-4", "--", "--fail")
     assert run.code == 1, run.stderr
-    assert "first traceback in the job's logs" in run.stderr
-    traceback = run.stderr.split("first traceback in the job's logs", 1)[1]
+    assert "last traceback in the job's logs (workerpool0-0)" in run.stderr, run.stderr
+    traceback = run.stderr.split("last traceback in the job's logs", 1)[1]
     assert traceback.index("Traceback (most recent call last):") < traceback.index("RuntimeError: boom in chief-0")
     assert "error: job " in run.stderr and "FAILED: The replica workerpool0-0 exited with a non-zero status of 1" \
         in run.stderr
     assert "mlsubmit jobs logs" in run.stderr
+    # #21/#25: shown once, whether the logs were streamed (then by the stream) or not (then by the box)
+    assert (run.stdout + run.stderr).count("Traceback (most recent call last):") == 1
+    streamed = cloud.run("train", "--job-name", "fails_streamed", "--package-path", task_project, "--python-module",
+                         "tinypkg.task", "--skip-preflight", "--machine-type", "n1-standard-4", "--", "--fail")
+    assert streamed.code == 1, streamed.stderr
+    assert (streamed.stdout + streamed.stderr).count("Traceback (most recent call last):") == 1
+    assert "last traceback in the job's logs" not in streamed.stderr
+    last = streamed.stderr.strip().splitlines()[-1]
+    assert "; workerpool0-0 raised RuntimeError: boom in chief-0; its traceback is above; the whole log: " \
+           "mlsubmit jobs logs" in last, last

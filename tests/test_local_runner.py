@@ -146,3 +146,108 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path):
     assert re.search(r"job bad_4 failed: (chief|worker)-0 rejected its input: ", said)
     assert "invalid int value: 'x'" in said
     assert not any(job_processes(f"bad_{i}") for i in (1, 2, 3, 4))
+
+
+GCS_TRAINER = '''\
+from google.cloud import storage  # google.cloud from the job's venv, google.protobuf from the image's
+from google.protobuf import message
+
+print("imported", storage.__name__, "and", message.__name__, flush=True)
+'''
+
+
+def _namespace_job_env(cache: Path) -> Path | None:
+    """A Python 3.10 "image" environment carrying protobuf 3.19.6 (whose `-nspkg.pth` makes the `google` namespace at
+    start-up, as on the TF 2.8-2.11 images) and a job venv over it, bridged the way mlsubmit.local.image_env bridges
+    them, with google-cloud-storage 2.14 (PEP 420, no .pth) and a trainer package `gcstrainer`. Built once, kept by
+    content hash under the suite's image cache; returns the job venv's python (None: no Python 3.10 here)."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    from mlsubmit.local.interpreters import find_python
+
+    base_python = find_python("3.10")
+    if base_python is None:
+        return None
+    recipe = ["protobuf==3.19.6", "google-cloud-storage==2.14.0", GCS_TRAINER, str(base_python)]
+    target = cache / "test-envs" / f"namespace-{hashlib.sha256(chr(0).join(recipe).encode()).hexdigest()[:16]}"
+    python = target / "job" / "bin" / "python"
+    if python.exists():
+        return python
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    try:
+        for name in ("base", "job"):
+            subprocess.run([str(base_python), "-m", "venv", str(building / name)], check=True, timeout=300)
+        site = "lib/python3.10/site-packages"
+        subprocess.run([str(building / "base/bin/python"), "-m", "pip", "install", "-q", recipe[0]], check=True,
+                       timeout=600, env=env)
+        (building / "job" / site / "_mlsubmit_image.pth").write_text(
+            f"import site; site.addsitedir({str(target / 'base' / site)!r})\n")  # its final place
+        (building / "constraints.txt").write_text(recipe[0] + "\n")
+        subprocess.run([str(building / "job/bin/python"), "-m", "pip", "install", "-q", "-c",
+                        str(building / "constraints.txt"), recipe[1]], check=True, timeout=600,
+                       env={**env, "PYTHONPATH": str(building / "base" / site)})
+        (building / "job" / site / "gcstrainer").mkdir()
+        (building / "job" / site / "gcstrainer" / "__init__.py").write_text("")
+        (building / "job" / site / "gcstrainer" / "task.py").write_text(GCS_TRAINER)
+        os.rename(building, target)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return python
+
+
+def test_the_launcher_keeps_google_namespace_packages_importable_on_python_3_10(images_home, tmp_path,
+                                                                                 monkeypatch):
+    """#21: on an image Python below 3.11 the replicas start through runpy with the working directory off
+    sys.path; `from google.cloud import storage` must work there as it does under `python -m`, and a `gcstrainer`
+    directory in the user's working directory must still not shadow the installed package."""
+    from mlsubmit.jobspec.spec import JobSpec
+    from mlsubmit.local import local_job
+    from mlsubmit.local.local_run import local_workdirs, replicas_to_start
+
+    python = _namespace_job_env(images_home)
+    if python is None:
+        import pytest
+
+        pytest.skip("no Python 3.10 on this machine")
+    user = tmp_path / "user"
+    (user / "gcstrainer").mkdir(parents=True)
+    (user / "gcstrainer" / "__init__.py").write_text("")
+    (user / "gcstrainer" / "task.py").write_text("raise SystemExit('the working tree shadowed the package')\n")
+    monkeypatch.chdir(user)
+    spec = JobSpec().replace(python_module="gcstrainer.task")
+    job = local_job.plan(spec, api="vertex", job_id="ns", job_dir=None, ports=local_job.reserve_ports(1),
+                         gpus_here=0)
+    replicas = replicas_to_start(job, python, {"PYTHONWARNINGS": "ignore"}, local_workdirs(job, tmp_path / "root"))
+    assert replicas[0].argv[1] == "-c"  # Python 3.10: the runpy launcher, not `-m`
+    lines = []
+    outcome = Runner(replicas, sink=lines.append).run()
+    assert outcome.state == SUCCEEDED, "\n".join(lines)
+    assert lines[-1] == "[chief-0] imported google.cloud.storage and google.protobuf.message"
+
+
+def test_a_failing_replicas_traceback_is_shown_once_with_the_command_for_its_whole_log(tmp_path):
+    """#21/#25: streamed once with the replica's name; the error names its exception and the whole log's file."""
+    task = ("import json, os, sys\n"
+            "role = json.loads(os.environ['TF_CONFIG'])['task']['type']\n"
+            "print('line', 1, flush=True)\n"
+            "if role == 'worker':\n"
+            "    raise ValueError('boom in the worker')\n"
+            "import time; time.sleep(600)\n")
+    package = make_project(tmp_path / "proj", task=task)
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--workers", "1", "--package-path",
+                           str(package), "--python-module", "tinypkg.task", "--job-name", "fails_once"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (done.stdout + done.stderr).count("Traceback (most recent call last):") == 1
+    assert "[worker-0] Traceback (most recent call last):" in done.stdout
+    log = Path(os.environ["MLSUBMIT_HOME"]) / "replicas" / "fails_once" / "worker-0.log"
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: job fails_once failed: worker-0 exited with code 1 (ValueError: boom in the worker); the other "
+        f"replicas were stopped; its traceback is above; the whole log: less {log}; "
+        + done.stderr.strip().split(f"less {log}; ", 1)[1])
+    whole = log.read_text()
+    assert whole.startswith("line 1\nTraceback (most recent call last):") and "ValueError: boom in the worker" in whole

@@ -68,7 +68,9 @@ def test_full_run_preflights_then_stages_to_a_directory(project, tmp_path):
     result = run("--package-path", str(project), "--dist-dir", str(tmp_path / "dist"),
                  "--stage", str(tmp_path / "stage"))
     assert result.exit_code == 0, result.output
-    assert "preflight ok: installed in a fresh venv; `python -m tinypkg.task --help` ran" in result.stdout
+    assert ("preflight ok: installed in a fresh venv on mlsubmit's own environment (Python 3.11"
+            in result.stdout), result.stdout
+    assert "; tinypkg.task found and compiled by Python 3.11" in result.stdout and "; not run (" in result.stdout
     assert (tmp_path / "dist" / "tinypkg-1.2.0.tar.gz").exists()
     assert len(list((tmp_path / "stage" / "packages").glob("*/tinypkg-1.2.0.tar.gz"))) == 1
     assert "runtime" not in result.stdout and not list((tmp_path / "dist").glob("mlsubmit_runtime*"))

@@ -31,12 +31,14 @@ def test_install_into_venv_gives_the_package_as_built(tmp_path):
     assert values == "42 0.1 True 1.2.0 ['requests>=2', 'numpy']"
 
     # the same venv answers module checks (what the local runner reuses)
-    assert check_module(python, venv_dir, "tinypkg.task", cwd=tmp_path)[0] == "--help"
-    assert check_module(python, venv_dir, "tinypkg.strict", cwd=tmp_path)[0] == "import"  # --help fails: import
+    said = check_module(python, venv_dir, "tinypkg.task", cwd=tmp_path)[0]
+    assert said.startswith("tinypkg.task found and compiled by Python 3.11") and "imports found: argparse, sys" in said
+    assert said.endswith("; not run")
+    assert check_module(python, venv_dir, "tinypkg.strict", cwd=tmp_path)[0].endswith("not run")
     with pytest.raises(UsageError, match="'tinypkg.nothere' is not in the package"):
         check_module(python, venv_dir, "tinypkg.nothere", cwd=tmp_path)
     # mlsubmit is importable from its working tree (editable install): that must not count as installed
-    with pytest.raises(UsageError, match="not from the package installed in the fresh venv"):
+    with pytest.raises(UsageError, match="not in the package installed in the fresh venv"):
         check_module(python, venv_dir, "mlsubmit.errors", cwd=tmp_path)
 
 
@@ -46,8 +48,9 @@ def test_a_module_that_does_not_import_fails_with_its_error(tmp_path):
     with pytest.raises(UsageError) as err:
         preflight(sdist)
     message = err.value.one_line()
-    assert "tinypkg.task does not import" in message
-    assert "ModuleNotFoundError: No module named 'tensorflow_that_does_not_exist'" in message
+    assert "tinypkg.task does not import from the installed package on Python 3.11" in message
+    assert "ModuleNotFoundError: No module named 'tensorflow_that_does_not_exist' (imported by task.py, line 1)" \
+        in message
     assert err.value.exit_code == 2
 
 
@@ -55,5 +58,76 @@ def test_a_module_that_does_not_import_fails_with_its_error(tmp_path):
 def test_bundled_trainer_installs_and_answers_help(tmp_path):
     sdist = build_sdist(ROOT / "trainer", dist_dir=tmp_path / "dist")
     result = preflight(sdist)
-    assert (result.module, result.check) == ("trainer.task", "--help")
+    assert result.module == "trainer.task" and result.check.endswith("not run")
+    assert result.environment.startswith("mlsubmit's own environment (Python 3.11")
     assert "mlsubmit-preflight-" in result.origin  # not the working tree's trainer
+
+
+def _project(root: Path, *, requires: list[str], init: str = "", task: str) -> Path:
+    """A package `shapes` with `task.py` and `__init__.py` as given, declaring `requires`."""
+    write(root / "setup.py", "from setuptools import setup, find_packages\n"
+                             f"setup(name='shapes', version='0.1', packages=find_packages(), install_requires={requires!r})\n")
+    write(root / "shapes" / "__init__.py", init)
+    write(root / "shapes" / "task.py", task)
+    return root / "shapes"
+
+
+def _wheel(where: Path, name: str, version: str, code: str) -> Path:
+    """A real, minimal pure-Python wheel of `name` (one module), as an index would serve it."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": code, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+              f"{len(text.encode())}" for path, text in files.items()]
+    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+def test_the_preflight_never_runs_the_job_and_installs_requirements_before_looking(tmp_path, monkeypatch):
+    """#25: a script trainer (no argument parser, work at module level, reading a relative file) is checked without
+    running; #21: an __init__ importing a requirement the package declares passes (it was imported before the
+    requirements were installed)."""
+    ran = tmp_path / "RAN"
+    script = (f"import os\nimport shapes_dep\nopen({str(ran)!r}, 'w').write('the job ran')\n"
+              "data = open('data/train.csv').read()  # relative to the job's directory, not the pre-flight's\n")
+    package = _project(tmp_path / "proj", requires=["shapes-dep==1.0"], init="import shapes_dep\n", task=script)
+    links = tmp_path / "links"
+    _wheel(links, "shapes_dep", "1.0", "VALUE = 1\n")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    result = preflight(build_sdist(package, dist_dir=tmp_path / "dist"))
+    assert not ran.exists()
+    assert result.installed == ("shapes-dep==1.0",)
+    assert result.check.startswith("shapes.task found and compiled by Python 3.11") and "(2 files)" in result.check
+    assert "imports found: os, shapes_dep; not run" in result.check
+
+    # an import nothing provides is named with its file and line, before anything runs
+    write(package / "task.py", "import os\n\nimport shapes_undeclared\n" + script)
+    with pytest.raises(UsageError, match=r"No module named 'shapes_undeclared' \(imported by task.py, line 3\)"):
+        preflight(build_sdist(package, dist_dir=tmp_path / "dist2"))
+    assert not ran.exists()
+
+
+def test_the_preflight_runs_on_the_base_environments_python(tmp_path):
+    """The image's Python decides: a `match` statement compiles on 3.11 (mlsubmit's) but not on a 3.8 image."""
+    from mlsubmit.local.interpreters import find_python
+    from mlsubmit.packaging.preflight import BaseEnv
+
+    old = find_python("3.8")
+    if old is None:
+        pytest.skip("no Python 3.8 on this machine")
+    task = "import sys\n\nmatch sys.argv:\n    case _:\n        pass\n"
+    sdist = build_sdist(_project(tmp_path / "proj", requires=[], task=task), dist_dir=tmp_path / "dist")
+    with pytest.raises(UsageError) as err:
+        preflight(sdist, base=BaseEnv(old, "image test's environment"))
+    assert "shapes.task does not import from the installed package on Python 3.8" in err.value.one_line()
+    assert "SyntaxError: invalid syntax (task.py, line 3)" in err.value.one_line()

@@ -164,7 +164,8 @@ def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any,
         if check and not packaging.planned_module(planned.plan, module):  # from elsewhere: only a venv can tell
             say(f"checking {module} starts in a fresh venv with {planned.plan.filename} and its requirements")
             with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-                packaging.package_plan(planned.plan, dist_dir=dist, module=module, extras=submission.extras)
+                packaging.package_plan(planned.plan, dist_dir=dist, module=module, extras=submission.extras,
+                                       base=_preflight_base(submission, say))
         return packaging.StagedPackage(planned.uri, planned.sha256, uploaded=False, bytes_sent=0)
     if check:
         say(f"checking {planned.plan.filename} installs in a fresh venv with its requirements and "
@@ -172,12 +173,22 @@ def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any,
     with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
         result = packaging.package_plan(planned.plan, dist_dir=dist, check=check, stage_to=submission.staging,
                                         retry=retry, show_progress=show_progress, module=submission.spec.python_module,
-                                        extras=submission.extras if check else ())
+                                        extras=submission.extras if check else (),
+                                        base=_preflight_base(submission, say) if check else None)
     staged = result.staged
     if staged.uri != planned.uri:
         raise OperationFailed(f"the package changed while it was being submitted (sha256 {staged.sha256[:12]}…, "
                               f"planned {planned.sha256[:12]}…)", hint="run the command again")
     return staged
+
+
+def _preflight_base(submission: Submission, say: Callable[[str], None]) -> Any:
+    """The pre-flight runs on the job's image environment (its Python and packages) when image environments are on."""
+    from mlsubmit.jobspec.image_check import image_for
+    from mlsubmit.packaging.preflight import base_env, own_env
+
+    image = image_for(submission.spec)
+    return base_env(image, say) if image is not None else own_env()
 
 
 def earlier(submission: Submission, service: Any) -> JobStatus | None:

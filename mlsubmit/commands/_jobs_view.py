@@ -327,26 +327,32 @@ def follow(service: Any, status: Any, *, settings: Any, logs: bool, task: str | 
 
 
 def finish(service: Any, final: Any, finder: Any = None, *, settings: Any, check_manifest: bool = True) -> None:
-    """Say how the job ended. Returns when it SUCCEEDED; otherwise shows its error and the first traceback in its
-    logs and raises OperationFailed (exit 1)."""
+    """Say how the job ended. Returns when it SUCCEEDED; otherwise raises OperationFailed (exit 1) after showing
+    the last traceback of its logs ONCE: streamed logs showed it already (then only its exception line is named);
+    otherwise it is read from the logs and shown here. The error names the command that shows the whole log."""
     colour = _STATE_COLOURS.get(final.state, "white")
     ran = f" in {duration(final.start_time, final.end_time)}" if final.start_time else ""
     typer.secho(f"job {final.job_id} {final.state}{ran}", fg=colour, bold=True, err=True)
     if final.succeeded:
-        if final.artifacts:
-            typer.echo(f"artifacts: {final.artifacts}/{_manifest_note(final.artifacts) if check_manifest else ''}",
-                       err=True)
+        if final.artifacts:  # only what is there: a trainer that wrote elsewhere left nothing in the job's dir
+            note = _manifest_note(final.artifacts) if check_manifest else ""
+            typer.echo(f"artifacts: none in {final.artifacts}/ (the trainer wrote nothing there)" if note == _NOTHING
+                       else f"artifacts: {final.artifacts}/{note}", err=True)
         return
-    traceback = finder.text if finder is not None and finder.text else _first_traceback(service, final)
-    if traceback:
-        typer.secho("── first traceback in the job's logs " + "─" * 30, fg="red", err=True)
-        typer.echo(traceback, err=True)
+    streamed = finder is not None and finder.fed
+    found = finder if streamed else _last_traceback(service, final)
+    if found is not None and found.text and not streamed:
+        typer.secho(f"── last traceback in the job's logs ({found.task}) " + "─" * 30, fg="red", err=True)
+        typer.echo(found.text, err=True)
     error = (final.error or "").strip().splitlines()
-    raise OperationFailed(f"job {final.job_id} {final.state}" + (f": {error[0]}" if error else ""),
-                          hint=f"the whole log: mlsubmit jobs logs {reattach(final, settings)}")
+    raised = f"; {found.task} raised {found.exception}" if found is not None and found.exception and \
+        found.exception not in error[:1] else ""
+    where = "its traceback is above; " if found is not None and found.text else ""
+    raise OperationFailed(f"job {final.job_id} {final.state}" + (f": {error[0]}" if error else "") + raised,
+                          hint=f"{where}the whole log: mlsubmit jobs logs {reattach(final, settings)}")
 
 
-def _first_traceback(service: Any, final: Any) -> str | None:
+def _last_traceback(service: Any, final: Any) -> Any:
     from mlsubmit.targets.follow import TracebackFinder
     from mlsubmit.errors import MlsubmitError
 
@@ -355,7 +361,10 @@ def _first_traceback(service: Any, final: Any) -> str | None:
         finder.feed(service.logs(final))
     except MlsubmitError:
         return None  # the logs cannot be read: the job's error says enough
-    return finder.text
+    return finder
+
+
+_NOTHING = " (nothing there)"
 
 
 def _manifest_note(job_dir: str) -> str:
@@ -370,4 +379,8 @@ def _manifest_note(job_dir: str) -> str:
                              retry=storage.RetryPolicy(initial=0.2, deadline=5, probe_deadline=5))
     except MlsubmitError:
         return ""
-    return " (MANIFEST.json written last: complete)" if found else " (no MANIFEST.json)"
+    if found:
+        return " (MANIFEST.json written last: complete)"
+    from mlsubmit.local.job_dir_report import holds_objects
+
+    return _NOTHING if holds_objects(job_dir) is False else " (no MANIFEST.json)"

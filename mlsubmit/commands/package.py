@@ -57,7 +57,7 @@ def _render(result, output: str, runtime=None) -> None:
             "uploaded": bool(staged and staged.uploaded),
             "bytes_sent": staged.bytes_sent if staged else 0, "extra_packages": [e.uri for e in result.extras],
             "preflight": ({"module": checked.module, "check": checked.check, "seconds": round(checked.seconds, 2),
-                           "cached": checked.cached}
+                           "cached": checked.cached, "environment": checked.environment}
                           if checked else "skipped"),
             "excluded_secrets": [{"path": e.path, "reason": e.reason} for e in sdist.excluded_secrets]}))
         return
@@ -67,13 +67,13 @@ def _render(result, output: str, runtime=None) -> None:
     if checked is None:
         typer.echo("preflight skipped (--skip-preflight)")
     else:
-        how = f"python -m {checked.module} --help" if checked.check == "--help" else f"import {checked.module}"
         added = f", requirements installed: {', '.join(checked.installed)}" if checked.installed else ""
         if checked.cached:
-            typer.echo(f"preflight ok: this sdist passed it before (`{how}` ran in a fresh venv{added}); not "
-                       "repeated")
+            typer.echo(f"preflight ok: this sdist passed it before (installed in a fresh venv on "
+                       f"{checked.environment}{added}; {checked.check}); not repeated")
         else:
-            typer.echo(f"preflight ok: installed in a fresh venv{added}; `{how}` ran ({checked.seconds:.1f} s)")
+            typer.echo(f"preflight ok: installed in a fresh venv on {checked.environment}{added}; {checked.check} "
+                       f"({checked.seconds:.1f} s)")
     for placed in (staged, *result.extras) if staged is not None else ():
         sent = f"{'uploaded' if placed.uploaded else 'already staged'}, {placed.bytes_sent:,} bytes sent"
         typer.echo(f"staged    {placed.uri} ({sent})")
@@ -98,8 +98,9 @@ def package_command(
         help="Stage to PREFIX/packages/<sha256>/<file>.tar.gz; skipped when the same bytes are there.")] = None,
     module: Annotated[Optional[str], typer.Option("--module", "--module-name", "--python-module", metavar="MODULE",
                                                   show_default=False,
-                                                  help="Module the job will run; the pre-flight runs it with "
-                                                       "--help. Default: <package>.task, else the package.")] = None,
+                                                  help="Module the job will run; the pre-flight finds and "
+                                                       "compiles it without running it. Default: <package>.task, "
+                                                       "else the package.")] = None,
     requirements: REQUIREMENTS = [],
     extra_packages: EXTRA_PACKAGES = [],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the files and sizes; write nothing.")] = False,

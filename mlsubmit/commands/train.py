@@ -132,14 +132,11 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
                     extras=resolve_extras(package_flags["extra_packages"]))
     outcome, job = run.outcome, run.job
     rejected = outcome.failed is not None and outcome.exit_codes.get(outcome.failed) == 2  # the trainer's bad input
-    if outcome.traceback and not rejected:
-        typer.secho(f"── {outcome.failed}'s last output " + "─" * 40, fg="red", err=True)
-        typer.echo(outcome.traceback, err=True)
     codes = ", ".join(f"{name} {'stopped' if code is None else code}" for name, code in outcome.exit_codes.items())
     colour = {"SUCCEEDED": "green", "FAILED": "red"}.get(outcome.state, "yellow")
     typer.secho(f"job {job.job_id} {outcome.state} in {outcome.seconds:.1f} s — exit codes: {codes}", fg=colour,
                 bold=True)
-    from mlsubmit.local.job_dir_report import describe, devices_used
+    from mlsubmit.local.job_dir_report import describe, devices_used, replicas_wrote
 
     where = describe(job.job_dir, api=api)
     if job.emulated_devices:
@@ -147,6 +144,10 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
         typer.echo(f"devices: MLSUBMIT_EMULATE_DEVICES={job.emulated_devices} was offered; " + (
             f"the trainer's metrics.json says it trained on {used}" if used else
             "the job dir does not say what the trainer used"))
+    wrote = replicas_wrote(run.logs[next(iter(run.logs))].parent) if run.logs else 0
+    if wrote:  # relative writes stay in each replica's own directory (mlsubmit.local.workdir)
+        where += (f"; the replicas wrote {wrote} file(s) by relative paths into their own directories under "
+                  f"{run.logs[next(iter(run.logs))].parent}")
     if outcome.state == "SUCCEEDED":
         typer.echo(where)
         return
@@ -157,5 +158,11 @@ def _train_local(spec_flags: Any, *, api: str, package_path: str, start_port: Op
         said = (outcome.traceback.strip().splitlines() or [""])[-1].removeprefix("error: ")
         raise UsageError(f"job {job.job_id} failed: {outcome.failed} rejected its input: {said}",
                          hint="fix the trainer arguments after -- (they reach it exactly as written)")
-    raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}; the other replicas were stopped",
-                          hint=f"its output is above; {where}")
+    # its traceback was streamed above with the replica's name: said once, not repeated here
+    last = (outcome.traceback.strip().splitlines() or [""])[-1].strip() \
+        if outcome.traceback.startswith("Traceback (most recent call last)") else ""  # a killed replica has none
+    log = run.logs.get(outcome.failed) if outcome.failed else None
+    raise OperationFailed(f"job {job.job_id} failed: {outcome.reason}" + (f" ({last})" if last else "") +
+                          "; the other replicas were stopped",
+                          hint=f"its traceback is above; the whole log: less {log}; {where}" if log else
+                          f"its output is above; {where}")

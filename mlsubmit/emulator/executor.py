@@ -35,7 +35,7 @@ log = logging.getLogger("mlsubmit.emulator")
 SERVICE_TASK = "service"  # the task name of the service's own log lines, as gcloud shows them
 _SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
                       "CLOUD_ML_JOB_ID", "CLOUD_ML_PROJECT_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-                      "TF_USE_LEGACY_KERAS")
+                      "TF_USE_LEGACY_KERAS", "MLSUBMIT_EMULATE_DEVICES")
 
 
 def plan_of(job: Job) -> JobPlan:
@@ -224,7 +224,8 @@ class Executor:
                 runner = runner_for(job, plan, python, work, self._base_env(job),
                                     on_line=lambda task, text: self.store.append_log(job, task, text),
                                     on_started=lambda pids: self.store.update(
-                                        name, processes=[reaper.record(task, pid) for task, pid in pids.items()]))
+                                        name, processes=[reaper.record(task, pid) for task, pid in pids.items()]),
+                                    say=say if attempt == 0 else (lambda text: None))  # devices: said once
                 with self._cond:  # cancel() holds the lock too: CANCELLING is never overwritten with RUNNING
                     if run.cancelled.is_set():
                         return self._interrupted(name, run)
@@ -296,8 +297,10 @@ class Executor:
         if state == "CANCELLED":
             error, status = error or "CANCELED", status or "CANCELLED"
         job = self.store.update(job.name, state=state, end_time=now(), error=error, error_status=status)
+        # the service's own line names the failure; the replica's traceback is in the replica's log, shown once
+        first = (error or "").strip().splitlines()[:1]
         said = {"SUCCEEDED": "Job completed successfully.", "CANCELLED": "Job was cancelled.",
-                "FAILED": f"Job failed. {error or ''}".strip()}[state]
+                "FAILED": f"Job failed. {first[0] if first else ''}".strip()}[state]
         self.store.append_log(job, SERVICE_TASK, said, "ERROR" if state == "FAILED" else "INFO")
 
     def _base_env(self, job: Job) -> dict[str, str]:

@@ -75,6 +75,34 @@ class SpecDraft:
         return {role: getattr(self, role) for role in machines.ROLES}
 
 
+# The flag each scalar of a draft is given by (JobSpec's errors name them), and the YAML field it is read from,
+# by document kind, for errors about a value that came from --config.
+SCALAR_FLAGS = {"region": "--region", "runtime_version": "--runtime-version", "python_version": "--python-version",
+                "python_module": "--python-module", "job_dir": "--job-dir", "job_name": "--job-name",
+                "network": "--network", "executor_image": "--executor-image", "package_uris": "--package-uris",
+                "container_image": "--container-image", "labels": "--labels", "env": "--env"}
+_LEGACY_FIELDS = {"region": "trainingInput.region", "runtime_version": "trainingInput.runtimeVersion",
+                  "python_version": "trainingInput.pythonVersion", "python_module": "trainingInput.pythonModule",
+                  "job_dir": "trainingInput.jobDir", "job_name": "jobId", "network": "trainingInput.network",
+                  "package_uris": "trainingInput.packageUris", "labels": "labels",
+                  "container_image": "trainingInput.masterConfig.imageUri"}
+_VERTEX_FIELDS = {"python_module": "workerPoolSpecs[0].pythonPackageSpec.pythonModule",
+                  "runtime_version": "workerPoolSpecs[0].pythonPackageSpec.executorImageUri",
+                  "python_version": "workerPoolSpecs[0].pythonPackageSpec.executorImageUri",
+                  "executor_image": "workerPoolSpecs[0].pythonPackageSpec.executorImageUri",
+                  "package_uris": "workerPoolSpecs[0].pythonPackageSpec.packageUris",
+                  "env": "workerPoolSpecs[0].pythonPackageSpec.env", "job_dir": "baseOutputDirectory.outputUriPrefix",
+                  "container_image": "workerPoolSpecs[0].containerSpec.imageUri", "network": "network",
+                  "job_name": "displayName", "labels": "labels"}
+
+
+def _with_field_names(draft: SpecDraft, fields: dict[str, str], prefix: str = "") -> SpecDraft:
+    """`draft` with the YAML field of each scalar it holds in `names` (those the reader did not name already)."""
+    named = {key: f"{prefix}{field}" for key, field in fields.items()
+             if getattr(draft, key) is not None and key not in draft.names}
+    return dataclasses.replace(draft, names={**named, **draft.names})
+
+
 FLAG_NAMES = {"tier": "--tier", "chief.machine_type": "--machine-type", "chief.accelerator_count": "--gpus",
               "chief.accelerator_type": "--gpu-type", "worker.count": "--workers",
               "worker.machine_type": "--worker-machine-type", "ps.count": "--ps",
@@ -109,10 +137,14 @@ def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
             values = {f.name: getattr(new, f.name) if getattr(new, f.name) is not None else getattr(old, f.name)
                       for f in dataclasses.fields(RoleDraft)}
             changes[key] = RoleDraft(**values)
+            for f in dataclasses.fields(RoleDraft):  # a value given by `override` is named as `override` names it
+                if getattr(new, f.name) is not None:
+                    names.pop(f"{key}.{f.name}", None)
             names.update({k: v for k, v in override.names.items() if k.startswith(key + ".")
                           and getattr(new, k.split(".", 1)[1]) is not None})
         elif new is not None:
             changes[key] = new
+            names.pop(key, None)
             if key in override.names:
                 names[key] = override.names[key]
         else:
@@ -157,9 +189,11 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
     if tier != "CUSTOM":
         if custom_keys:
             given = ", ".join(draft.name(k, FLAG_NAMES.get(k, k)) for k in custom_keys)
+            named = draft.name("tier", "--tier")
+            said = f"{named} CUSTOM" if named.startswith("--") else f"{named}: CUSTOM"
             raise UsageError(f"invalid value for {given}: machine types and counts are only allowed with "
-                             f"--tier CUSTOM; received --tier {tier}",
-                             hint="use --tier CUSTOM, or drop those options")
+                             f"{said}; received {named}{' ' if named.startswith('--') else ': '}{tier}",
+                             hint=f"use {said}, or drop those {'options' if given.startswith('--') else 'fields'}")
     else:
         if draft.chief.machine_type is None and draft.name("tier", "--tier") == "trainingInput.scaleTier":
             raise UsageError("invalid trainingInput: scaleTier CUSTOM requires masterType (the legacy API refused "
@@ -167,6 +201,28 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
                              hint="add masterType (e.g. n1-standard-4) to the YAML, or pass --machine-type")
         pools = _custom_pools(draft)
     labels = draft.labels or ()
+    try:
+        spec = _job_spec(draft, tier, pools, labels, target)
+        if "runtime_version" in draft.names and spec.container_image is None and spec.executor_image is None:
+            from mlsubmit.jobspec.requests import vertex_job_spec
+
+            vertex_job_spec(spec)  # a YAML runtime version without an image is refused here, named by its field
+        return spec
+    except UsageError as err:  # JobSpec names flags; a value read from the YAML is named by its field
+        raise _renamed(err, draft) from None
+
+
+def _renamed(err: UsageError, draft: SpecDraft) -> UsageError:
+    message, hint = err.message, err.hint
+    for key, flag in SCALAR_FLAGS.items():
+        field_name = draft.names.get(key)
+        if field_name and f"for {flag}:" in message:
+            message = message.replace(f"for {flag}:", f"for {field_name}:")
+            hint = hint.replace(f"{flag} ", f"{field_name}: ") if hint else hint
+    return UsageError(message, hint=hint, exit_code=err.exit_code)
+
+
+def _job_spec(draft: SpecDraft, tier: str, pools: dict, labels: tuple, target: str) -> JobSpec:
     return JobSpec(
         tier=tier, **pools,
         region=draft.region or machines.DEFAULT_REGION,
@@ -278,4 +334,8 @@ def load_yaml(path: str | Path) -> tuple[SpecDraft, list[str]]:
         hint = "quote values such as '2.11' in YAML" if "expected a string; received the number" in \
             first.description else None
         raise UsageError(f"invalid --config {path}: {first.field}: {first.description}{more}", hint=hint)
-    return reader(document)
+    draft, notes = reader(document)
+    if reader is drafts.draft_from_legacy:
+        return _with_field_names(draft, _LEGACY_FIELDS), notes
+    prefix = "trialJobSpec." if "trialJobSpec" in document else "jobSpec." if "jobSpec" in document else ""
+    return _with_field_names(draft, _VERTEX_FIELDS, prefix), notes

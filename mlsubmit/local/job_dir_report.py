@@ -54,7 +54,43 @@ def _remote_manifest(job_dir: str) -> str:
         found = storage.stat(f"{job_dir}/{MANIFEST}")
     except MlsubmitError as err:
         return f" (could not look for MANIFEST.json: {err.message})"
-    return " — MANIFEST.json written (complete)" if found is not None else " — no MANIFEST.json there"
+    if found is not None:
+        return " — MANIFEST.json written (complete)"
+    held = holds_objects(job_dir)
+    return " — nothing was written there" if held is False else " — no MANIFEST.json there"
+
+
+def holds_objects(job_dir: str) -> bool | None:
+    """Whether any object lies below the gs:// `job_dir` (None: it could not be looked at). Never raises."""
+    from mlsubmit.cloud import storage
+    from mlsubmit.errors import MlsubmitError
+
+    try:
+        from mlsubmit.emulator.gcs_emulator import storage_client
+
+        bucket, prefix = storage.split_gcs(job_dir.rstrip("/") + "/")
+        return any(True for _ in storage_client().list_blobs(bucket, prefix=prefix, max_results=1, timeout=10))
+    except Exception:  # best effort (MlsubmitError, the client's errors): a line of output, never a failure
+        return None
+
+
+def replicas_wrote(root: Path) -> int:
+    """How many files the replicas of a local job wrote by relative paths in their own working directories under
+    `root` (mlsubmit.local.workdir): regular files, not the links to the user's files."""
+    if not root.is_dir():
+        return 0
+    return sum(1 for replica in root.iterdir() if replica.is_dir() and not replica.is_symlink()
+               for path in _own_files(replica))
+
+
+def _own_files(directory: Path):
+    for entry in directory.iterdir():
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            yield from _own_files(entry)
+        elif entry.is_file():
+            yield entry
 
 
 def devices_used(job_dir: str | None) -> str | None:

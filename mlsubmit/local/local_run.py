@@ -16,10 +16,10 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlsubmit.local import local_job
+from mlsubmit.local import local_job, workdir
 from mlsubmit.errors import invalid_value
 from mlsubmit.local.runner import Outcome, Replica, Runner
 from mlsubmit.jobspec.spec import JobSpec
@@ -35,6 +35,7 @@ class LocalRun:
     job: local_job.LocalJob
     outcome: Outcome
     python: Path  # the isolated venv's interpreter the replicas ran
+    logs: Mapping[str, Path] = field(default_factory=dict)  # each replica's whole output
 
 
 def isolated_python(package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
@@ -78,9 +79,14 @@ def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: C
     return found or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
 
 
-# `python -m MODULE ARGS` without the working directory on sys.path (for Pythons without PYTHONSAFEPATH)
-_RUN_MODULE_UNSHADOWED = ("import runpy, sys; del sys.path[0]; "
-                          "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+# `python -m MODULE ARGS` without the working directory on sys.path, for Pythons without PYTHONSAFEPATH (< 3.11).
+# The working directory's entry is REPLACED by one that names no directory, not deleted: a namespace package that a
+# `*-nspkg.pth` file made at start-up (protobuf 3.x's `google`, on the TF 2.8-2.11 images) computes its __path__
+# again only when sys.path differs from what it was then, and deleting the entry gives back exactly that list, so
+# `google.cloud` from another site directory would never be found (`from google.cloud import storage` fails where
+# `python -m` works). Any other change of sys.path would do; this one adds nothing importable.
+RUN_MODULE_UNSHADOWED = ("import runpy, sys; sys.path[0] = sys.prefix + '/.mlsubmit-not-the-working-directory'; "
+                         "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
 
 
 def _safe_path(python: Path) -> bool:
@@ -90,20 +96,32 @@ def _safe_path(python: Path) -> bool:
     return (int(found[1]), int(found[2])) >= (3, 11) if found else sys.version_info >= (3, 11)
 
 
-def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, str] | None = None) -> list[Replica]:
-    """Each replica's process: the service's variables, then the job's own (`--env`), over this shell's."""
+def local_workdirs(job: local_job.LocalJob, root: Path | None = None) -> dict[str, workdir.Workdir]:
+    """One private working directory per replica of `job` under `root` (default $MLSUBMIT_HOME/replicas/<job id>),
+    each a mirror of the user's working directory (mlsubmit.local.workdir: reads of existing files resolve, new
+    relative writes stay private)."""
+    root = root if root is not None else workdir.runs_root(job.job_id)
+    return workdir.replica_dirs(root, [r.name for r in job.replicas], Path.cwd())
+
+
+def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, str] | None = None,
+                      workdirs: Mapping[str, workdir.Workdir] | None = None) -> list[Replica]:
+    """Each replica's process: the service's variables, then the job's own (`--env`), over this shell's; each in
+    its own working directory (`workdirs`, default `local_workdirs(job)`)."""
     base = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
     base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")  # safe path: the working tree never shadows the package
     base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # The replicas run in the user's working directory, so relative paths in the trainer's arguments mean what they
-    # mean to the user. Python < 3.11 ignores PYTHONSAFEPATH and `-m` would import from that directory first: there
-    # the module runs as `-m` does, through runpy, with the working directory taken off sys.path.
-    launch = ("-m", job.module) if _safe_path(python) else ("-c", _RUN_MODULE_UNSHADOWED, job.module)
+    # Each replica runs in its own mirror of the user's working directory, so relative paths in the trainer's
+    # arguments mean what they mean to the user. Python < 3.11 ignores PYTHONSAFEPATH and `-m` would import from
+    # that directory first: there the module runs as `-m` does, through runpy (RUN_MODULE_UNSHADOWED).
+    launch = ("-m", job.module) if _safe_path(python) else ("-c", RUN_MODULE_UNSHADOWED, job.module)
+    workdirs = workdirs if workdirs is not None else local_workdirs(job)
     replicas = []
     for r in job.replicas:
         emulated = {EMULATE_DEVICES_VARIABLE: str(r.emulate_devices)} if r.emulate_devices else {}
         replicas.append(Replica(r.name, r.role, (str(python), *launch, *r.args),
-                                {**base, **r.env, **emulated, **(env or {})}, os.getcwd()))
+                                {**base, **r.env, **emulated, **(env or {}), "PWD": str(workdirs[r.name].path)},
+                                str(workdirs[r.name].path)))
     return replicas
 
 
@@ -144,8 +162,11 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
     chief = "master" if api == "legacy" else "chief"
     say(f"job {job_id}: {', '.join(f'{r.name} {r.address}' for r in job.replicas)} "
         f"(TF_CONFIG names the chief {chief!r}, as {'legacy AI Platform' if api == 'legacy' else 'Vertex AI'} does)")
-    runner = Runner(replicas_to_start(job, python, spec.env_dict), sink=say, color=color)
+    workdirs = local_workdirs(job)
+    say(next(iter(workdirs.values())).note())
+    logs = {name: found.path.parent / f"{name}.log" for name, found in workdirs.items()}
+    runner = Runner(replicas_to_start(job, python, spec.env_dict, workdirs), sink=say, color=color, logs=logs)
     if on_runner is not None:
         on_runner(runner)
     outcome = runner.run()
-    return LocalRun(job, outcome, python)
+    return LocalRun(job, outcome, python, logs)

@@ -5,6 +5,8 @@
   (multi-worker workers end with the chief, workers and parameter servers of parameter-server training stop once
   the chief is gone, evaluators finish the last checkpoint); whatever still runs after it is stopped.
 - The first replica that fails ends the job: the others are stopped and its last traceback is kept.
+- Given `logs` (replica name → file), every line a replica prints is also written to its file, complete even when
+  the sink shows only part of it: the whole log the user is pointed at.
 - Ctrl-C (or SIGTERM to mlsubmit) stops every replica. Stopping is SIGTERM to the replica's process group, then
   SIGKILL after a few seconds; on Linux each replica also dies with the runner (PR_SET_PDEATHSIG), so not even a
   runner killed with SIGKILL leaves a replica behind.
@@ -23,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlsubmit.local import children
 from mlsubmit.chatter import drop_chatter
@@ -86,7 +89,7 @@ class Runner:
 
     def __init__(self, replicas: Sequence[Replica], *, sink: Callable[[str], None], color: bool = False,
                  grace_seconds: float = 15.0, evaluator_grace_seconds: float = 120.0, stop_seconds: float = 5.0,
-                 on_line: Callable[[str, str], None] | None = None):
+                 on_line: Callable[[str, str], None] | None = None, logs: Mapping[str, os.PathLike] | None = None):
         names = [r.name for r in replicas]
         if len(set(names)) != len(names) or "chief-0" not in names:
             raise ValueError(f"replicas need unique names and one chief-0; received {names}")
@@ -101,6 +104,8 @@ class Runner:
         self.on_line = on_line  # (replica name, line without prefix) for each line, e.g. the emulator's log store
         self._cancel = threading.Event()
         self._sink_gone = False
+        self._log_paths = dict(logs or {})
+        self._log_files: dict[str, Any] = {}
 
     def _paint(self, role: str, text: str) -> str:
         return f"\x1b[{_COLOURS.get(role, '0')}m{text}\x1b[0m" if self.color else text
@@ -129,6 +134,7 @@ class Runner:
             return
         while True:
             self._tails[name].append(line)
+            self._log(name, line)
             if not self._sink_gone:
                 try:
                     self.sink(f"{self._prefix[name]} {line}")
@@ -141,6 +147,18 @@ class Runner:
                 name, line = self._lines.get_nowait()
             except queue.Empty:
                 return
+
+    def _log(self, name: str, line: str) -> None:
+        path = self._log_paths.get(name)
+        if path is None:
+            return
+        if name not in self._log_files:
+            try:
+                self._log_files[name] = open(path, "a", encoding="utf-8", errors="replace")
+            except OSError:  # a log that cannot be written costs the log, never the job
+                self._log_paths.pop(name)
+                return
+        self._log_files[name].write(line + "\n")
 
     def _stop(self, names) -> None:
         """SIGTERM to each replica's process group, SIGKILL to whatever is left after stop_seconds."""
@@ -180,6 +198,8 @@ class Runner:
             for reader in self._readers:
                 reader.join(timeout=2)
             self._drain(0)
+            for handle in self._log_files.values():
+                handle.close()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         codes = {n: (None if n in stopped and p.returncode not in (0,) else p.returncode)

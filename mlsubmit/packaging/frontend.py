@@ -104,6 +104,19 @@ def cause(output: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+def missing_file_hint(said: str) -> str | None:
+    """For a build that failed on a file its setup.py reads (`FileNotFoundError: … 'requirements.txt'`): how to
+    ship that file in the sdist; else None."""
+    import re
+
+    found = re.search(r"(?:FileNotFoundError|No such file or directory)\S*:? .*?'([^']+)'", said)
+    if not found:
+        return None
+    name = found.group(1)
+    return (f"the setup.py reads {Path(name).name}, which the sdist does not carry: ship it (a MANIFEST.in line "
+            f"`include {Path(name).name}`, or package data), or stop reading it in setup.py")
+
+
 def _egg_info_requires(text: str) -> tuple[str, ...]:
     """Older setuptools leave Requires-Dist out of an sdist's PKG-INFO; its egg-info/requires.txt has them:
     plain lines, then `[extra]` sections (left out) and `[:marker]` sections (the marker appended)."""
@@ -201,7 +214,8 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
         if done.returncode != 0 or not built:
             raise UsageError(f"{project_dir} does not build with its backend {backend} (pypa/build): "
                              f"{cause(done.stderr + chr(10) + done.stdout)}",
-                             hint="fix the project so `python -m build --sdist` succeeds there")
+                             hint=missing_file_hint(cause(done.stderr + chr(10) + done.stdout)) or
+                             "fix the project so `python -m build --sdist` succeeds there")
         meta, members = read_pkg_info(built[0])
         leaked = [member for member in members if member in secrets]
         if leaked:

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlsubmit.packaging.preflight import PreflightResult, checked_once, module_missing
+from mlsubmit.packaging.preflight import BaseEnv, PreflightResult, checked_once, module_missing
 from mlsubmit.packaging.sdist import Sdist, SdistPlan, archive_digest, copy_sdist, plan_sdist, write_sdist
 from mlsubmit.packaging.extras import ExtraPackage
 from mlsubmit.packaging.stage import StagedPackage, check_destination, content_uri, stage, stage_extra
@@ -49,8 +49,10 @@ def package(package_path: str | os.PathLike = "trainer", *, setup_py: str | os.P
 
 def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, module: str | None = None,
                  check: bool = True, stage_to: str | None = None, retry: RetryPolicy | None = None,
-                 show_progress: bool = False, extras: tuple[ExtraPackage, ...] = ()) -> PackageResult:
-    """`package()` for an existing plan (so a caller can report its exclusions before the slow steps)."""
+                 show_progress: bool = False, extras: tuple[ExtraPackage, ...] = (),
+                 base: BaseEnv | None = None) -> PackageResult:
+    """`package()` for an existing plan (so a caller can report its exclusions before the slow steps). `base`: the
+    environment the pre-flight runs on (default: preflight.base_env(), the default image's)."""
     if stage_to is not None:
         check_destination(stage_to)
     target = Path(dist_dir) if dist_dir is not None else plan.package_dir.parent / "dist"
@@ -59,7 +61,7 @@ def package_plan(plan: SdistPlan, *, dist_dir: str | os.PathLike | None = None, 
         with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as tmp:
             built = write_sdist(plan, tmp)
             local_extras = tuple(extra.path for extra in extras if extra.path is not None)
-            checked = checked_once(built, module, extra_packages=local_extras)
+            checked = checked_once(built, module, extra_packages=local_extras, base=base)
             sdist = copy_sdist(built, target)
     else:
         sdist = write_sdist(plan, target)

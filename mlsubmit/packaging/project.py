@@ -92,5 +92,8 @@ def choose_build(package_dir: Path, setup_py: str | os.PathLike | None = None,
         return BuildChoice(_with(meta, requirements), f"{IN_PROCESS} (no setup.py: one generated, as gcloud does)")
     meta = dataclasses.replace(meta, requires=read_requirements_txt(listed),
                                source=f"defaults and {listed.name} (no setup.py)")
+    # gcloud 528's generated setup.py (command_lib/ml_engine/jobs_prep.py, DEFAULT_SETUP_FILE) names the package and
+    # lists it, nothing else: it does not read requirements.txt, so gcloud's job gets none of them. Said, not hidden.
     return BuildChoice(_with(meta, requirements), f"{IN_PROCESS} (no setup.py: one generated, as gcloud does, "
-                                                  f"with the requirements of {listed.name})")
+                                                  f"with the requirements of {listed.name}, which gcloud's generated "
+                                                  f"setup.py does not read: {', '.join(meta.requires) or 'none'})")

@@ -18,8 +18,15 @@ from mlsubmit.errors import UsageError
 
 # Run by the venv's python: the requirements of distribution argv[1] that the environment does not satisfy.
 _MISSING = """\
-import importlib.metadata as md, sys
-from packaging.requirements import Requirement
+import sys
+try:
+    import importlib.metadata as md
+except ImportError:  # Python 3.7 images
+    import importlib_metadata as md
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # an environment without `packaging`: pip's own copy
+    from pip._vendor.packaging.requirements import Requirement
 missing = []
 for text in md.distribution(sys.argv[1]).requires or []:
     req = Requirement(text)

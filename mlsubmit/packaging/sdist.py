@@ -92,6 +92,16 @@ class Sdist:
         return self.path.name
 
 
+def _packages_inside(path: Path) -> list[str]:
+    """The names of the Python packages directly inside `path` (tests and hidden directories last/left out)."""
+    try:
+        found = sorted(entry.name for entry in os.scandir(path) if entry.is_dir() and entry.name.isidentifier()
+                       and not entry.name.startswith((".", "_")) and os.path.isfile(os.path.join(entry, "__init__.py")))
+    except OSError:
+        return []
+    return sorted(found, key=lambda name: name in ("tests", "test"))
+
+
 def _package_dir(package_path: str | os.PathLike) -> Path:
     path = Path(package_path)
     allowed = "a directory holding a Python package (with __init__.py)"
@@ -106,6 +116,12 @@ def _package_dir(package_path: str | os.PathLike) -> Path:
         raise unreadable(str(package_path), err, hint="make it readable (chmod) or pass another --package-path") \
             from None
     if not has_init:
+        inside = _packages_inside(path)
+        if inside:  # a project root (`--package-path .`): point at the package it holds
+            named = " or ".join(f"--package-path {os.path.normpath(os.path.join(package_path, name))}"
+                                for name in inside[:3])
+            raise invalid_value("--package-path", str(package_path), allowed,
+                                hint=f"it is the project holding the package, not the package: pass {named}")
         raise invalid_value("--package-path", str(package_path), allowed,
                             hint=f"it has no __init__.py; create an empty {path / '__init__.py'}")
     path = path.resolve()

@@ -7,7 +7,7 @@ back for everything a user sees (`on_entries`, `on_status`, `on_warning`) and pr
 The poll interval starts short, grows while nothing happens and is short again when lines arrive.
 Ctrl-C is not handled here: KeyboardInterrupt reaches the caller, which detaches (the job keeps running).
 
-`TracebackFinder` keeps the first Python traceback of a job's logs, to show why a failed job failed.
+`TracebackFinder` keeps the last Python traceback of a job's logs, to show (once) why a failed job failed.
 """
 
 from __future__ import annotations
@@ -68,24 +68,24 @@ class LogCursor:
 
 
 class TracebackFinder:
-    """The first Python traceback in a job's logs (one task's consecutive lines, or one multi-line entry)."""
+    """The last Python traceback in a job's logs (one task's consecutive lines, or one multi-line entry): the
+    failing replica's, usually after others it logged and survived. `fed` says whether any entry went through it
+    (the caller streamed the logs, so the traceback was shown already)."""
 
     def __init__(self) -> None:
         self.task: str | None = None
         self.lines: list[str] = []
         self.complete = False
+        self.fed = False
 
     def feed(self, entries: Iterable[LogEntry]) -> None:
         for entry in entries:
-            if self.complete:
-                return
-            if self.task is None:
-                at = entry.text.find(_TRACEBACK)
-                if at < 0:
-                    continue
+            self.fed = True
+            at = entry.text.find(_TRACEBACK)
+            if at >= 0 and (self.complete or self.task is None or entry.task == self.task):
                 self.task, self.lines = entry.task, entry.text[at:].splitlines()
                 self.complete = len(self.lines) > 1  # a whole traceback in one entry
-            elif entry.task == self.task:
+            elif self.task is not None and not self.complete and entry.task == self.task:
                 self.lines.append(entry.text)
                 # the exception line ends it: the first unindented line after the frames
                 self.complete = (bool(entry.text) and not entry.text[0].isspace()) or \
@@ -94,6 +94,11 @@ class TracebackFinder:
     @property
     def text(self) -> str | None:
         return "\n".join(self.lines) if self.lines else None
+
+    @property
+    def exception(self) -> str | None:
+        """The traceback's last line (`ValueError: boom`), or None."""
+        return self.lines[-1].strip() if self.lines and self.complete else None
 
 
 class _Poller:

@@ -120,7 +120,8 @@ class LocalTuning:
         return LocalStudy(state, self.job_dir, tuple(trials), reason)
 
     def _run_trial(self, trial: LocalTrial) -> None:
-        from mlsubmit.local.local_run import replicas_to_start
+        from mlsubmit.local.local_run import local_workdirs, replicas_to_start
+        from mlsubmit.local.workdir import runs_root
         from mlsubmit.tuning.search import trial_args
         from mlsubmit.tuning.trial import trial_env
 
@@ -131,8 +132,9 @@ class LocalTuning:
             job = local_job.plan(spec, api=self.api, job_id=f"{os.path.basename(self.job_dir)}-trial-{trial.id}",
                                  job_dir=trial.job_dir, ports=ports, gpus_here=local_job.gpus_on_this_machine())
             metric_file = Path(trial.job_dir) / "hypertune" / "output.metrics"
+            workdirs = local_workdirs(job, runs_root(os.path.basename(self.job_dir)) / f"trial-{trial.id}")
             replicas = [replace(r, env=trial_env(dict(r.env), trial.id, metric_file))
-                        for r in replicas_to_start(job, self.python)]
+                        for r in replicas_to_start(job, self.python, workdirs=workdirs)]
             self.say(f"trial {trial.id}: {' '.join(trial_args(trial.values))} (job dir {trial.job_dir})")
             runner = Runner(replicas, sink=lambda line: self.say(f"[trial {trial.id}] {line}"))
             self._runners[trial.id] = runner

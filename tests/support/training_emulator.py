@@ -177,7 +177,7 @@ args = parser.parse_args()
 task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
 me = "%s-%s" % (task.get("type"), task.get("index"))
 names = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
-         "CLOUD_ML_JOB_ID", "STORAGE_EMULATOR_HOST", "GREETING")
+         "CLOUD_ML_JOB_ID", "STORAGE_EMULATOR_HOST", "GREETING", "MLSUBMIT_EMULATE_DEVICES")
 print("ENV " + json.dumps({name: os.environ.get(name) for name in names}))
 print("ARGV " + json.dumps(sys.argv[1:]))
 for i in range(args.lines):
