@@ -101,3 +101,15 @@ def test_a_keras2_feature_column_trainer_runs_on_the_215_image(tmp_path):
     assert "installed on image tf-cpu.2-15.py310" in done.stdout
     metrics = _metrics(tmp_path / "job")
     assert metrics["tensorflow_version"] == "2.15.1" and metrics["keras_version"].startswith("2.15.")
+
+
+SKLEARN = ROOT / "tests" / "fixtures" / "trainers" / "sklearn_iris"
+
+
+def test_a_scikit_learn_trainer_runs_on_the_software_of_its_sklearn_image(tmp_path):
+    """Not mlsubmit's own scikit-learn: the image's 1.6.1 with its numpy 1.26.4, on its Python 3.10."""
+    image = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    done = _train(SKLEARN / "iris_trainer", "--executor-image-uri", image, "--python-module", "iris_trainer.task",
+                  "--job-dir", "job", "--", "--model-dir", "model", cwd=tmp_path)
+    assert "installed on image sklearn-cpu.1-6: Python 3.10" in done.stdout, done.stdout
+    assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10, accuracy 0.9" in done.stdout, done.stdout

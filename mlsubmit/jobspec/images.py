@@ -160,12 +160,12 @@ IMAGES: tuple[Image, ...] = (*_tensorflow_images(),
     Image("pytorch-tpu.2-2.cp310", "pytorch", "2.2", "tpu", "3.10", (("torch", "==2.2.*"),)),
     Image("sklearn-cpu.1-6", "scikit-learn", "1.6", "cpu", "3.10", _SKLEARN_16),
     Image("sklearn-gpu.1-6", "scikit-learn", "1.6", "gpu", "3.10", _SKLEARN_16),
-    Image("sklearn-cpu.1-0", "scikit-learn", "1.0", "cpu", "3.10", _SKLEARN_10),
-    Image("sklearn-gpu.1-0", "scikit-learn", "1.0", "gpu", "3.10", _SKLEARN_10),
+    Image("sklearn-cpu.1-0", "scikit-learn", "1.0", "cpu", "3.7", _SKLEARN_10),  # numpy 1.18.5: no wheel for 3.10
+    Image("sklearn-gpu.1-0", "scikit-learn", "1.0", "gpu", "3.7", _SKLEARN_10),
     Image("xgboost-cpu.2-1", "xgboost", "2.1", "cpu", "3.10", (("xgboost", "==2.1.3"), ("numpy", "==1.26.4"))),
     Image("xgboost-gpu.2-1", "xgboost", "2.1", "gpu", "3.10", (("xgboost", "==2.1.3"), ("numpy", "==1.26.4"))),
-    Image("xgboost-cpu.1-6", "xgboost", "1.6", "cpu", "3.10", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
-    Image("xgboost-gpu.1-6", "xgboost", "1.6", "gpu", "3.10", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
+    Image("xgboost-cpu.1-6", "xgboost", "1.6", "cpu", "3.7", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
+    Image("xgboost-gpu.1-6", "xgboost", "1.6", "gpu", "3.7", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
 )
 # -- lifecycle ----------------------------------------------------------------------------------------------------
 _STORED = ("Vertex AI 'Supported frameworks' table for custom training, stored copy quoted in issue #21 and "

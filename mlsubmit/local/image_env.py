@@ -269,9 +269,13 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
 
 
 def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
-    """The TensorFlow image whose environment the job runs in here, or None (off, a custom container, another
-    framework, or offline before its environment was built: each but the first said in one line). Notes the
-    mismatches this machine cannot close (the image's Python, CUDA)."""
+    """The image (TensorFlow, scikit-learn or XGBoost) whose environment the job runs in here, or None (off, a custom
+    container, an image the table does not know, a PyTorch image: the last said in one line). Notes the mismatches
+    this machine cannot close (the image's Python, CUDA) and a retired image.
+
+    Raises:
+        UsageError: the image's packages cannot be looked up (offline before its environment was ever built): the
+            job is not run on mlsubmit's own software instead unless MLSUBMIT_IMAGE_ENV=0 says so."""
     from mlsubmit.jobspec.image_check import image_for
 
     if not enabled():
@@ -279,8 +283,9 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
     image = image_for(spec)
     if image is None:
         return None
-    if image.framework != "tensorflow":
-        say(f"{image.name}: only TensorFlow images are built here; the job runs in mlsubmit's own environment")
+    if image.framework == "pytorch":  # torch for the image's Python comes from the index as a CUDA build of GBs
+        say(f"{image.name}: PyTorch images are not built here (torch {image.version} for Python {image.python} is a "
+            "CUDA build of several GB on the package index); the job runs in mlsubmit's own environment")
         return None
     from mlsubmit.jobspec.image_check import lifecycle
 
@@ -298,6 +303,19 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
         raise UsageError(f"{err.message}, so {image.name}'s environment cannot be built here",
                          hint=OPT_OUT_HINT) from None
     return image
+
+
+def as_legacy_request(spec):
+    """The spec whose image a legacy-API job runs on: the runtimeVersion/pythonVersion its request states (2.11 and
+    Python 3.7 when none was given: legacy AI Platform's last default; the service itself shut down on 2025-01-31,
+    so its jobs run here and in the emulator only). The emulator reads them from the request; `train --local --api
+    legacy` uses this so both run the software the request names."""
+    from mlsubmit.jobspec.requests import legacy_training_input
+
+    if spec.runtime_version is not None or spec.executor_image is not None or spec.container_image is not None:
+        return spec
+    document = legacy_training_input(spec)
+    return spec.replace(runtime_version=document["runtimeVersion"], python_version=document["pythonVersion"])
 
 
 def local_python(spec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
@@ -336,7 +354,8 @@ def local_python(spec, package_path: str, setup_py: str | None, module: str, say
 def versions_line(image: Image, python: Path) -> str:
     """What the environment runs: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."."""
     script = ("import sys, importlib.metadata as m\nout = ['Python ' + sys.version.split()[0]]\n"
-              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'protobuf', 'numpy'):\n"
+              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn', 'xgboost',"
+              " 'protobuf', 'numpy'):\n"
               "    try: out.append(name + ' ' + m.version(name))\n    except m.PackageNotFoundError: pass\n"
               "print(', '.join(out))\n")
     done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)
