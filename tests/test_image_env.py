@@ -113,3 +113,33 @@ def test_a_scikit_learn_trainer_runs_on_the_software_of_its_sklearn_image(tmp_pa
                   "--job-dir", "job", "--", "--model-dir", "model", cwd=tmp_path)
     assert "installed on image sklearn-cpu.1-6: Python 3.10" in done.stdout, done.stdout
     assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10, accuracy 0.9" in done.stdout, done.stdout
+
+
+def test_a_plain_python3_m_venv_install_with_its_pip_23_runs_on_the_image(tmp_path, images_home):
+    """What a new user has: `python3 -m venv` (pip 23.2.1 from ensurepip) and `pip install` of mlsubmit. Its pip
+    refuses `--python-version` without `--target`: the image's packages are still looked up and the job runs on
+    the image's software, not mlsubmit's own."""
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True,
+                   timeout=300)
+    python = venv / "bin" / "python"
+    pip = subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True, text=True).stdout
+    if not pip.startswith("pip 23."):
+        pytest.skip(f"this Python's ensurepip gives {pip.split(' from ')[0]}, not pip 23")
+    found = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    Path(found, "00-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # mlsubmit's installed deps
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e",
+                                str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    done = subprocess.run([str(python), "-m", "mlsubmit", "train", "--local", "--package-path",
+                           str(SKLEARN / "iris_trainer"), "--executor-image-uri",
+                           "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest", "--python-module",
+                           "iris_trainer.task", "--", "--model-dir", "model"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "NO_COLOR": "1", "MLSUBMIT_IMAGE_ENV": "1",
+                                                       "MLSUBMIT_IMAGES": str(images_home)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "could not be looked up" not in done.stdout + done.stderr
+    assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10" in done.stdout, done.stdout
