@@ -130,8 +130,9 @@ def test_a_plain_python3_m_venv_install_with_its_pip_23_runs_on_the_image(tmp_pa
         pytest.skip(f"this Python's ensurepip gives {pip.split(' from ')[0]}, not pip 23")
     found = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    Path(found, "00-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # mlsubmit's installed deps
-    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e",
+    deps = sysconfig.get_paths()["purelib"]  # mlsubmit's installed dependencies (and the .pth files there)
+    Path(found, "00-deps.pth").write_text(f"import site; site.addsitedir({deps!r})\n")
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e",
                                 str(ROOT)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
     done = subprocess.run([str(python), "-m", "mlsubmit", "train", "--local", "--package-path",
