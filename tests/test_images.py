@@ -119,9 +119,9 @@ def _resolves(image: images.Image, cache: "Path") -> tuple[bool, str]:
         return tuple(json.loads(kept.read_text()))
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "pins.txt").write_text("\n".join(pins) + "\n")
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--dry-run", *foreign_python_args(image, tmp),
-                               "--timeout", "30", "-c", f"{tmp}/pins.txt", *wanted], capture_output=True, text=True,
-                              timeout=600, stdin=subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--dry-run",
+                               *foreign_python_args(image, tmp), "--timeout", "30", "-c", f"{tmp}/pins.txt",
+                               *wanted], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
     if done.returncode != 0 and any(word in done.stderr for word in ("NewConnectionError", "Max retries exceeded")):
         pytest.skip("the package index cannot be reached")

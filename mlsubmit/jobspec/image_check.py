@@ -83,7 +83,8 @@ def tensorflow_package(image: Image) -> str:
     return "tensorflow"
 
 
-_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy", "ml-dtypes")  # pinned as constraints, installed as dependencies
+# pinned as constraints, installed as dependencies
+_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy", "ml-dtypes", "jax")
 
 
 def image_requirements(image: Image, *, lookup: bool = False) -> list[str]:

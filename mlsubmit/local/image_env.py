@@ -354,8 +354,8 @@ def local_python(spec, package_path: str, setup_py: str | None, module: str, say
 def versions_line(image: Image, python: Path) -> str:
     """What the environment runs: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."."""
     script = ("import sys, importlib.metadata as m\nout = ['Python ' + sys.version.split()[0]]\n"
-              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn', 'xgboost',"
-              " 'protobuf', 'numpy'):\n"
+              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn',"
+              " 'xgboost', 'protobuf', 'numpy'):\n"
               "    try: out.append(name + ' ' + m.version(name))\n    except m.PackageNotFoundError: pass\n"
               "print(', '.join(out))\n")
     done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)
