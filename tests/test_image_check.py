@@ -103,7 +103,7 @@ def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
     assert image_check._conflict(unrelated, ["tb-plugin==9.0"], IMAGE_217, carried) is None
 
 
-def test_offline_before_an_image_environment_exists_falls_back_to_mlsubmits_own_with_a_warning(tmp_path, monkeypatch):
+def test_offline_before_an_image_environment_exists_is_refused_with_the_cause_and_the_opt_out(tmp_path, monkeypatch):
     from mlsubmit.local import image_env
     from mlsubmit.jobspec.spec import JobSpec
 
@@ -111,7 +111,43 @@ def test_offline_before_an_image_environment_exists_falls_back_to_mlsubmits_own_
     monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")
     for key, value in OFFLINE.items():
         monkeypatch.setenv(key, value)
-    said = []
-    assert image_env.runnable_image(JobSpec(runtime_version="2.15", target="local"), said.append) is None
-    assert said[-1].startswith("warning: the packages of tf-cpu.2-15.py310 could not be looked up on the package "
-                               "index (offline: ") and said[-1].endswith("instead of tf-cpu.2-15.py310's")
+    with pytest.raises(UsageError) as refused:  # never silently run on mlsubmit's own TensorFlow
+        image_env.runnable_image(JobSpec(runtime_version="2.15", target="local"), lambda text: None)
+    line = refused.value.message
+    assert line.startswith("the packages of tf-cpu.2-15.py310 could not be looked up on the package index (offline: ")
+    assert line.endswith("so tf-cpu.2-15.py310's environment cannot be built here")
+    assert "MLSUBMIT_IMAGE_ENV=0" in refused.value.hint
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "0")  # the explicit opt-out
+    assert image_env.runnable_image(JobSpec(runtime_version="2.15", target="local"), lambda text: None) is None
+
+
+def test_the_look_ups_work_with_the_pip_of_python3_m_venv():
+    """pip 23 (ensurepip of Python 3.10/3.11) refuses --python-version without --target: the look-ups give it one."""
+    import json
+    import tempfile
+
+    from mlsubmit.local.image_env import foreign_python_args
+
+    pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True).stdout
+    image = images.tensorflow_image("2.12", "cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--no-deps",
+                               *foreign_python_args(image, tmp), "--report", f"{tmp}/r.json", "tensorflow-cpu==2.12.*"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, pip + done.stderr
+        (found,) = json.loads(open(f"{tmp}/r.json").read())["install"]
+        assert found["metadata"]["version"].startswith("2.12."), pip
+        assert not os.path.exists(f"{tmp}/target") or not os.listdir(f"{tmp}/target")  # a dry run writes nothing
+
+
+def test_a_retired_image_the_user_names_is_refused_before_anything_is_sent(cloud, tmp_path):
+    package = _package(tmp_path, [])
+    run = cloud.run("train", "--package-path", str(package), "--python-module", "pkg.task", "--runtime-version",
+                    "2.11", "--python-version", "3.7")
+    assert run.code == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "error: tf-cpu.2-11 is no longer served by Vertex AI: its end of availability was 2024-11-15 (by Google's "
+        "'Supported frameworks' table); Vertex AI serves no prebuilt tensorflow CPU training image any more: run it "
+        "as a custom container (a config whose workerPoolSpecs[].containerSpec.imageUri is e.g. a "
+        "tensorflow/tensorflow image of TensorFlow 2.11)"]
+    assert cloud.objects() == [] and cloud.vertex_jobs() == []

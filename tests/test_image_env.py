@@ -101,3 +101,61 @@ def test_a_keras2_feature_column_trainer_runs_on_the_215_image(tmp_path):
     assert "installed on image tf-cpu.2-15.py310" in done.stdout
     metrics = _metrics(tmp_path / "job")
     assert metrics["tensorflow_version"] == "2.15.1" and metrics["keras_version"].startswith("2.15.")
+
+
+SKLEARN = ROOT / "tests" / "fixtures" / "trainers" / "sklearn_iris"
+
+
+def test_a_scikit_learn_trainer_runs_on_the_software_of_its_sklearn_image(tmp_path):
+    """Not mlsubmit's own scikit-learn: the image's 1.6.1 with its numpy 1.26.4, on its Python 3.10."""
+    image = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    done = _train(SKLEARN / "iris_trainer", "--executor-image-uri", image, "--python-module", "iris_trainer.task",
+                  "--job-dir", "job", "--", "--model-dir", "model", cwd=tmp_path)
+    assert "installed on image sklearn-cpu.1-6: Python 3.10" in done.stdout, done.stdout
+    assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10, accuracy 0.9" in done.stdout, done.stdout
+
+
+def test_a_plain_python3_m_venv_install_with_its_pip_23_runs_on_the_image(tmp_path, images_home):
+    """What a new user has: `python3 -m venv` (pip 23.2.1 from ensurepip) and `pip install` of mlsubmit. Its pip
+    refuses `--python-version` without `--target`: the image's packages are still looked up and the job runs on
+    the image's software, not mlsubmit's own."""
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True,
+                   timeout=300)
+    python = venv / "bin" / "python"
+    pip = subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True, text=True).stdout
+    if not pip.startswith("pip 23."):
+        pytest.skip(f"this Python's ensurepip gives {pip.split(' from ')[0]}, not pip 23")
+    found = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    deps = sysconfig.get_paths()["purelib"]  # mlsubmit's installed dependencies (and the .pth files there)
+    Path(found, "00-deps.pth").write_text(f"import site; site.addsitedir({deps!r})\n")
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e",
+                                str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    done = subprocess.run([str(python), "-m", "mlsubmit", "train", "--local", "--package-path",
+                           str(SKLEARN / "iris_trainer"), "--executor-image-uri",
+                           "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest", "--python-module",
+                           "iris_trainer.task", "--", "--model-dir", "model"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "NO_COLOR": "1", "MLSUBMIT_IMAGE_ENV": "1",
+                                                       "MLSUBMIT_IMAGES": str(images_home)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "could not be looked up" not in done.stdout + done.stderr
+    assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10" in done.stdout, done.stdout
+
+
+def test_the_28_image_environment_gets_a_numpy_1_and_imports_tensorflow(images_home):
+    """TensorFlow 2.8's metadata says numpy>=1.20 only: numpy 2 broke `import tensorflow` in its environment. The
+    table caps it, and an environment is put in place only once its framework imports."""
+    from mlsubmit.jobspec import images
+    from mlsubmit.local.image_env import image_python
+
+    python, _ = image_python(images.tensorflow_image("2.8"))
+    assert python.is_relative_to(images_home / "tf-cpu.2-8.py310")
+    done = subprocess.run([str(python), "-I", "-c", "import numpy, tensorflow as tf; print(tf.__version__, "
+                           "numpy.__version__)"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tensorflow, numpy = done.stdout.split()
+    assert tensorflow.startswith("2.8.") and numpy.startswith("1.") and int(numpy.split(".")[1]) < 24

@@ -33,11 +33,12 @@ def test_runtime_and_python_versions_map_to_real_images(version, kind, python, n
 
 
 @pytest.mark.parametrize("version, kind, python, message", [
-    ("2.10", "cpu", None, "no prebuilt TensorFlow 2.10 CPU training image; nearest with an image: "
-                          "--runtime-version 2.9 or --runtime-version 2.11"),
-    ("1.14", "cpu", None, "nearest with an image: --runtime-version 1.15"),
-    ("2.0", "gpu", None, "--runtime-version 1.15 or --runtime-version 2.1"),
-    ("2.17", "tpu", None, "TensorFlow 2.17 TPU training image; nearest with an image: --runtime-version 2.15"),
+    # no version is proposed: every TensorFlow training image has reached its end of availability (2026-07-11)
+    ("2.10", "cpu", None, "no prebuilt TensorFlow 2.10 CPU training image; Vertex AI serves no prebuilt TensorFlow "
+                          "CPU training image any more: run the job as a custom container"),
+    ("1.14", "cpu", None, "no prebuilt TensorFlow 1.14 CPU training image; Vertex AI serves no prebuilt"),
+    ("2.0", "gpu", None, "no prebuilt TensorFlow GPU training image any more"),
+    ("2.17", "tpu", None, "TensorFlow 2.17 TPU training image; Vertex AI serves no prebuilt TensorFlow TPU"),
     ("1.15", "cpu", "2.7", "received '2.7'; the TensorFlow 1.15 CPU image has Python 3.7; use --python-version 3.7"),
 ])
 def test_a_version_without_an_image_names_the_nearest(version, kind, python, message):
@@ -56,6 +57,8 @@ def test_pins_come_from_the_frameworks_own_requirements():
     assert images.find("us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest").pin("scikit-learn") == "==1.6.1"
     for image in images.IMAGES:  # every entry names its Python and its framework's own package
         assert image.python in ("3.7", "3.8", "3.10") and image.pins, image.name
+    for version in ("2.8", "2.9", "2.11"):  # their metadata says numpy>=1.20 only; numpy 2 breaks them
+        assert images.tensorflow_image(version).pin("numpy") == ">=1.20,<1.24"
     assert images.runtime_of("us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest") is None
 
 
@@ -67,7 +70,7 @@ def test_vertex_documents_use_the_table():
     assert (legacy["runtimeVersion"], legacy["pythonVersion"]) == ("2.8", "3.7")
     with pytest.raises(UsageError) as raised:
         requests.vertex_job_spec(build_spec(SpecDraft(runtime_version="2.10")))
-    assert raised.value.hint == "nearest with an image: --runtime-version 2.9 or --runtime-version 2.11"
+    assert raised.value.hint.startswith("Vertex AI serves no prebuilt TensorFlow CPU training image any more")
     # the legacy API had runtime 2.10; only the Vertex image is missing
     assert requests.legacy_training_input(build_spec(SpecDraft(runtime_version="2.10")))["runtimeVersion"] == "2.10"
 
@@ -77,9 +80,9 @@ def test_config_refuses_images_that_do_not_exist_in_one_line():
     made_up = runner.invoke(app, ["config", "--executor-image",
                                   "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-10.py310:latest"])
     assert made_up.exit_code == 2 and made_up.stdout == ""
-    assert made_up.stderr.count("\n") == 1 and "nearest with an image: --runtime-version 2.9" in made_up.stderr
+    assert made_up.stderr.count("\n") == 1 and "run the job as a custom container" in made_up.stderr
     old = runner.invoke(app, ["config", "--runtime-version", "2.0"])
-    assert old.exit_code == 2 and old.stderr.count("\n") == 1 and "--runtime-version 2.1" in old.stderr
+    assert old.exit_code == 2 and old.stderr.count("\n") == 1 and "TensorFlow 2.0 CPU" in old.stderr
     gpu = runner.invoke(app, ["config", "--runtime-version", "2.11", "--python-version", "3.7", "--gpus", "1"])
     assert gpu.exit_code == 0
     assert yaml.safe_load(gpu.stdout)["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
@@ -93,3 +96,107 @@ def test_a_python_version_must_be_the_executor_images():
     assert build_spec(SpecDraft(executor_image=image, python_version="3.7")).python_version == "3.7"
     with pytest.raises(UsageError, match="fixes its own Python"):
         build_spec(SpecDraft(executor_image="gcr.io/p/own:1", python_version="3.7"))
+
+
+def _pip_report(image: images.Image, requirements: list[str], constraints: list[str]) -> tuple[dict | None, str]:
+    """pip's choice (name -> metadata) for `requirements` alone (`--no-deps`, metadata only) for the image's Python,
+    held to `constraints`, or None and pip's last error line."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from mlsubmit.local.image_env import foreign_python_args
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "c.txt").write_text("\n".join(constraints) + "\n")
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--no-deps",
+                               *foreign_python_args(image, tmp), "--report", f"{tmp}/r.json", "--timeout", "30",
+                               "-c", f"{tmp}/c.txt", *requirements], capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0 and any(w in done.stderr for w in ("NewConnectionError", "Max retries exceeded")):
+            pytest.skip("the package index cannot be reached")
+        if done.returncode != 0:
+            return None, ([line for line in done.stderr.splitlines() if line.startswith("ERROR")] or [""])[-1]
+        from packaging.utils import canonicalize_name
+
+        return {canonicalize_name(item["metadata"]["name"]): item["metadata"]
+                for item in json.loads(Path(tmp, "r.json").read_text())["install"]}, ""
+
+
+def _resolves(image: images.Image, cache: "Path") -> tuple[bool, str]:
+    """Whether the image's framework release and its pins agree: first the framework's own requirements (its wheel
+    metadata), then each pinned package (numpy, protobuf, keras, ml-dtypes, ...) within both its pin and the
+    framework's requirement on it, for the image's Python. Metadata only, `--no-deps`: no backtracking through
+    every dependency, so the whole table costs about a minute cold. Kept by content hash under `cache`."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from mlsubmit.jobspec.image_check import image_requirements
+    from mlsubmit.local.image_env import _applies
+
+    wanted = image_requirements(image)
+    pins = [f"{package}{pin}" for package, pin in image.pins]
+    key = hashlib.sha256(json.dumps(["no-deps", image.python, wanted, pins]).encode()).hexdigest()[:24]
+    kept = Path(cache) / "table-resolves" / f"{key}.json"
+    if kept.exists():
+        return tuple(json.loads(kept.read_text()))
+    framework, why = _pip_report(image, wanted, pins)
+    answer = (False, f"the framework with its pins: {why}")
+    if framework is not None:
+        needs = [r for item in framework.values() for r in (_applies(x, image.python)
+                                                            for x in item.get("requires_dist", [])) if r]
+        carried = set(framework) | ({"tensorflow"} if "tensorflow-cpu" in framework else set())
+        pinned = {canonicalize_name(package) for package, _ in image.pins} - carried
+        asked = [f"{package}{pin}" for package, pin in image.pins if canonicalize_name(package) in pinned]
+        by_framework = [r for r in needs if canonicalize_name(Requirement(r).name) in pinned]
+        chosen, why = _pip_report(image, asked, by_framework) if asked else ({}, "")
+        answer = (chosen is not None, why and f"a pin against the framework's requirements ({by_framework}): {why}")
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(answer))
+    return answer
+
+
+def test_every_entry_of_the_table_is_satisfiable_with_its_own_pins(images_home):
+    """Each image's framework release, its pins (numpy, protobuf, keras, ml-dtypes, ...) and its Python agree on
+    the package index: no entry asks its environment for a numpy (or protobuf, ...) its framework refuses."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    distinct = {(i.python, i.pins, i.framework, i.accelerator == "cpu"): i for i in images.IMAGES}
+    with ThreadPoolExecutor(6) as pool:
+        answers = dict(zip(distinct.values(), pool.map(lambda i: _resolves(i, images_home), distinct.values())))
+    failed = {image.name: why for image, (ok, why) in answers.items() if not ok}
+    assert not failed, failed
+
+
+def test_every_image_knows_its_lifecycle_and_a_retired_one_names_the_way_out():
+    from datetime import date
+
+    gone = images.find("us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest")
+    assert (gone.end_of_availability, images.available(gone, date(2024, 11, 14))) == ("2024-11-15", True)
+    assert not images.available(gone, date(2024, 11, 15))
+    for image in images.IMAGES:  # a date or a reason, for every entry
+        assert image.lifecycle_source and (image.end_of_availability or image.framework != "tensorflow"), image.name
+    newest = images.tensorflow_image("2.17")
+    assert images.available(newest, date(2026, 7, 10)) and not images.available(newest, date(2026, 11, 25))
+    # while a TensorFlow image was still served, a retired one pointed at the nearest of them
+    earlier = images.retired(images.tensorflow_image("2.12"), date(2026, 1, 1))
+    assert earlier.one_line() == (
+        "tf-cpu.2-12.py310 is no longer served by Vertex AI: its end of availability was 2025-06-30 (by Google's "
+        "'Supported frameworks' table); use us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest "
+        "(tensorflow 2.15, Python 3.10)")
+    # today none is: the way out is a custom container
+    now = images.retired(newest, date(2026, 11, 25))
+    assert "end of availability was 2026-07-11" in now.one_line() and "custom container" in now.hint
+    assert images.retired(images.find("us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest")) is None
+
+
+def test_a_made_up_spelling_is_never_corrected_to_a_retired_image():
+    with pytest.raises(UsageError) as raised:
+        build_spec(SpecDraft(executor_image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py39:latest"))
+    assert "tf-cpu.2-11" not in (raised.value.hint or "") and "custom container" in raised.value.hint

@@ -16,7 +16,7 @@ def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: li
                        package_path: str) -> None:
     from mlsubmit.commands._spec_options import local_spec
     from mlsubmit.jobspec.job_names import generate_job_name
-    from mlsubmit.local.local_run import isolated_python
+    from mlsubmit.local.local_run import job_python
     from mlsubmit.tuning.local_study import LocalTuning
 
     # the hyperparameters' notes are left out: they are mapped, the trials run
@@ -25,7 +25,10 @@ def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: li
         raise invalid_value("--job-dir", spec.job_dir, "a local directory for a study run with --local (each trial "
                             "writes its job dir and cloudml-hypertune metrics under it)", hint="pass a local --job-dir")
     say = typer.echo
-    python, name = isolated_python(package_path, None, spec.python_module, say)
+    from mlsubmit.local.image_env import as_legacy_request
+
+    on_image = as_legacy_request(spec) if api == "legacy" else spec
+    python, name = job_python(on_image, package_path=package_path, setup_py=None, say=say)  # the job's image
     job_id = spec.job_name or generate_job_name(name)
     job_dir = os.path.abspath(spec.job_dir or f"jobs/{job_id}")
     say(f"study {job_id}: {tuning.max_trials} trials, at most {tuning.parallel_trials} at once, "

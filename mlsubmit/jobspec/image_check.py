@@ -3,8 +3,9 @@
 Two checks, both about the image's software rather than mlsubmit's own environment:
 
 - **Requirements**: the package's requirements are resolved together with the image's framework packages by pip's
-  own resolver, as the image would take them: `pip install --dry-run --ignore-installed --report -
-  --python-version <image's Python> --only-binary=:all: -c <the image's pins> <image packages> <requirements>`,
+  own resolver, as the image would take them: `pip install --dry-run --target <scratch> --report -
+  --python-version <image's Python> --only-binary=:all: -c <the image's pins> <image packages> <requirements>`
+  (`--target`: pip before 24, e.g. the 23.2.1 of `python3 -m venv`, takes `--python-version` only with it),
   reaching the package index pip is configured with (PyPI by default, as the cloud does). A requirement that would
   replace one of the image's framework packages is one line naming both sides ("requirement tensorboard>=2.21 would
   replace the image's tensorboard: tf-cpu.2-17.py310 carries tensorflow-cpu 2.17.1, which requires
@@ -82,7 +83,8 @@ def tensorflow_package(image: Image) -> str:
     return "tensorflow"
 
 
-_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy")  # pinned as constraints, installed as dependencies
+# pinned as constraints, installed as dependencies
+_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy", "ml-dtypes", "jax")
 
 
 def image_requirements(image: Image, *, lookup: bool = False) -> list[str]:
@@ -121,6 +123,31 @@ def image_for(spec) -> Image | None:
     accelerator = chief.accelerator if chief is not None else None
     found = machines.ACCELERATORS.get(accelerator[0]) if accelerator else None
     return images.find(requests.executor_image(spec, found.kind if found else "cpu"))
+
+
+def chosen(spec) -> bool:
+    """Whether the job's image was named by the user (a runtime version or an executor image), not mlsubmit's
+    default."""
+    return spec.runtime_version is not None or spec.executor_image is not None
+
+
+def lifecycle(spec, image: Image, say: Callable[[str], None], *, refuse: bool = True) -> None:
+    """An image past its end of availability (mlsubmit.jobspec.images.retired): refused before anything is sent when
+    the user named it (`refuse`); said in a warning when it is mlsubmit's default, which stays the last TensorFlow
+    image until mlsubmit runs Python packages as custom containers (no TensorFlow prebuilt training image is
+    served any more), and for local runs, which show what that image did.
+
+    Raises:
+        UsageError: one line with the end date and the nearest image still served, or the custom-container way.
+    """
+    from mlsubmit.jobspec import images
+
+    gone = images.retired(image)
+    if gone is None:
+        return
+    if refuse and chosen(spec):
+        raise gone
+    say(f"warning: {gone.message}; {gone.hint}")
 
 
 # -- syntax -----------------------------------------------------------------------------------------------------
@@ -220,7 +247,7 @@ def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] |
     Raises:
         UsageError: a requirement the image cannot take.
     """
-    from mlsubmit.local.image_env import image_packages
+    from mlsubmit.local.image_env import foreign_python_args, image_packages
     from mlsubmit.packaging.runtime_dist import DISTRIBUTION
 
     # mlsubmit-runtime is staged with the job (before the package), never fetched from an index
@@ -239,9 +266,8 @@ def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] |
         pins.write_text(constraints(image, carried))
         report = Path(tmp, "report.json")
         while requirements:
-            args = ["install", "--dry-run", "--ignore-installed", "--report", str(report), "--python-version",
-                    image.python, "--only-binary=:all:", "--timeout", "15", "--retries", "1", "-c", str(pins),
-                    *requirements]
+            args = ["install", "--dry-run", *foreign_python_args(image, tmp), "--report", str(report),
+                    "--timeout", "15", "--retries", "1", "-c", str(pins), *requirements]
             try:
                 done = _pip(args)
             except subprocess.TimeoutExpired:
@@ -329,6 +355,7 @@ def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None) ->
     image = image_for(spec)
     if image is None:
         return None
+    lifecycle(spec, image, say)
     plan = planned.plan
     result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], planned.sha256, image)
     for warning in result.warnings:

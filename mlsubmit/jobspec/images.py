@@ -30,6 +30,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from datetime import date
 
 from mlsubmit.errors import UsageError
 
@@ -51,6 +55,9 @@ class Image:
         accelerator: "cpu", "gpu" or "tpu".
         python: the image's Python MAJOR.MINOR ("3.10").
         pins: (package, requirement) for the framework packages it carries, e.g. ("tensorboard", ">=2.17,<2.18").
+        end_of_patch, end_of_availability: ISO dates from Google's "Supported frameworks" table (after the second,
+            Vertex AI no longer runs the image); None where no source gives one.
+        lifecycle_source: where the dates come from (or why an image without dates counts as retired/served).
     """
 
     name: str
@@ -59,6 +66,14 @@ class Image:
     accelerator: str
     python: str
     pins: tuple[tuple[str, str], ...] = ()
+    end_of_patch: str | None = None
+    end_of_availability: str | None = None
+    lifecycle_source: str = ""
+
+    @property
+    def module(self) -> str:
+        """The framework's import name ("tensorflow", "torch", "sklearn", "xgboost")."""
+        return {"pytorch": "torch", "scikit-learn": "sklearn"}.get(self.framework, self.framework)
 
     @property
     def uri(self) -> str:
@@ -72,29 +87,38 @@ class Image:
         return f"{self.name} ({self.framework} {self.version}, Python {self.python})"
 
 
+# TensorFlow 2.8-2.11 declare `numpy>=1.20` with no upper bound, but were built against numpy 1.x (numpy 2 fails
+# `import tensorflow`; numpy 1.24 removed the aliases they use, and TensorFlow 2.12 itself caps numpy<=1.24.3): their
+# images carry a numpy 1 below 1.24, so the table caps what the metadata leaves open.
+_NUMPY1 = ">=1.20,<1.24"
 _PB5 = "!=4.21.0,!=4.21.1,!=4.21.2,!=4.21.3,!=4.21.4,!=4.21.5,<5.0.0dev,>=3.20.3"
 # TensorFlow version -> (python versions with an image, requirement pins from tensorflow X.Y.last's metadata)
 _TENSORFLOW: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "2.17": (("3.10",), {"tensorflow": "==2.17.*", "keras": ">=3.2.0", "tf-keras": "==2.17.*",
-                         "tensorboard": ">=2.17,<2.18", "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+                         "tensorboard": ">=2.17,<2.18", "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0",
+                         "ml-dtypes": ">=0.3.1,<0.5.0"}),
     "2.16": (("3.10",), {"tensorflow": "==2.16.*", "keras": ">=3.0.0", "tf-keras": "==2.16.*",
-                         "tensorboard": ">=2.16,<2.17", "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+                         "tensorboard": ">=2.16,<2.17", "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0",
+                         "ml-dtypes": "~=0.3.1"}),
     "2.15": (("3.10",), {"tensorflow": "==2.15.*", "keras": ">=2.15.0,<2.16", "tensorboard": ">=2.15,<2.16",
-                         "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+                         "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0", "ml-dtypes": "~=0.3.1"}),
     "2.14": (("3.10",), {"tensorflow": "==2.14.*", "keras": ">=2.14.0,<2.15", "tensorboard": ">=2.14,<2.15",
-                         "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0"}),
+                         "protobuf": _PB5, "numpy": ">=1.23.5,<2.0.0", "ml-dtypes": "==0.2.0"}),
     "2.13": (("3.10",), {"tensorflow": "==2.13.*", "keras": ">=2.13.1,<2.14", "tensorboard": ">=2.13,<2.14",
                          "protobuf": _PB5, "numpy": ">=1.22,<=1.24.3"}),
+    # tensorflow 2.12 also requires jax>=0.3.15 (unbounded): on the 2.12 TPU image's Python 3.8 pip's full
+    # resolve picks a jax whose jaxlib has no 3.8 wheel (seen 2026-11-25); a cap before jax 0.4.14 leaves only
+    # sdists, which the --only-binary check cannot take, so no jax pin yet (known gap)
     "2.12": (("3.10",), {"tensorflow": "==2.12.*", "keras": ">=2.12.0,<2.13", "tensorboard": ">=2.12,<2.13",
                          "protobuf": _PB5, "numpy": ">=1.22,<=1.24.3"}),
     "2.11": (("3.10", "3.7"), {"tensorflow": "==2.11.*", "keras": ">=2.11.0,<2.12", "tensorboard": ">=2.11,<2.12",
-                               "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.20"}),
+                               "protobuf": ">=3.9.2,<3.20", "numpy": _NUMPY1}),
     "2.9": (("3.10", "3.7"), {"tensorflow": "==2.9.*", "keras": ">=2.9.0rc0,<2.10.0", "tensorboard": ">=2.9,<2.10",
-                              "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.20"}),
+                              "protobuf": ">=3.9.2,<3.20", "numpy": _NUMPY1}),
     "2.8": (("3.10", "3.7"), {"tensorflow": "==2.8.*", "keras": ">=2.8.0rc0,<2.9", "tensorboard": ">=2.8,<2.9",
-                              "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.20"}),
+                              "protobuf": ">=3.9.2,<3.20", "numpy": _NUMPY1}),
     "2.7": (("3.7",), {"tensorflow": "==2.7.*", "keras": ">=2.7.0rc0,<2.8", "tensorboard": "~=2.6",
-                       "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.14.5"}),
+                       "protobuf": ">=3.9.2,<3.20", "numpy": ">=1.14.5,<1.24"}),
     "2.6": (("3.7",), {"tensorflow": "==2.6.*", "keras": ">=2.6.0,<2.7", "tensorboard": ">=2.6.0,<2.7",
                        "protobuf": ">=3.9.2,<3.20", "numpy": "~=1.19.2"}),
     "2.5": (("3.7",), {"tensorflow": "==2.5.*", "keras-nightly": "~=2.5.0.dev", "tensorboard": "~=2.5",
@@ -139,14 +163,97 @@ IMAGES: tuple[Image, ...] = (*_tensorflow_images(),
     Image("pytorch-tpu.2-2.cp310", "pytorch", "2.2", "tpu", "3.10", (("torch", "==2.2.*"),)),
     Image("sklearn-cpu.1-6", "scikit-learn", "1.6", "cpu", "3.10", _SKLEARN_16),
     Image("sklearn-gpu.1-6", "scikit-learn", "1.6", "gpu", "3.10", _SKLEARN_16),
-    Image("sklearn-cpu.1-0", "scikit-learn", "1.0", "cpu", "3.10", _SKLEARN_10),
-    Image("sklearn-gpu.1-0", "scikit-learn", "1.0", "gpu", "3.10", _SKLEARN_10),
+    Image("sklearn-cpu.1-0", "scikit-learn", "1.0", "cpu", "3.7", _SKLEARN_10),  # numpy 1.18.5: no wheel for 3.10
+    Image("sklearn-gpu.1-0", "scikit-learn", "1.0", "gpu", "3.7", _SKLEARN_10),
     Image("xgboost-cpu.2-1", "xgboost", "2.1", "cpu", "3.10", (("xgboost", "==2.1.3"), ("numpy", "==1.26.4"))),
     Image("xgboost-gpu.2-1", "xgboost", "2.1", "gpu", "3.10", (("xgboost", "==2.1.3"), ("numpy", "==1.26.4"))),
-    Image("xgboost-cpu.1-6", "xgboost", "1.6", "cpu", "3.10", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
-    Image("xgboost-gpu.1-6", "xgboost", "1.6", "gpu", "3.10", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
+    Image("xgboost-cpu.1-6", "xgboost", "1.6", "cpu", "3.7", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
+    Image("xgboost-gpu.1-6", "xgboost", "1.6", "gpu", "3.7", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
 )
+# -- lifecycle ----------------------------------------------------------------------------------------------------
+_STORED = ("Vertex AI 'Supported frameworks' table for custom training, stored copy quoted in issue #21 and "
+           "/work/shared/REFERENCE.md (docs.cloud.google.com/gemini-enterprise-agent-platform/...)")
+_ZH = "cloud.google.com/vertex-ai/docs/supported-frameworks-list?hl=zh-cn (stored copy)"
+_UNLISTED = ("not in the stored copies of Google's table; counted as ended by the date of the next older or newer "
+             "listed version (older versions leave first): 2024-09-01 below 2.11, 2026-07-11 for 2.15/2.16")
+# (framework version, "tpu" or "cpu/gpu") -> (end of patch, end of availability, source); TensorFlow only
+_LIFECYCLE: dict[tuple[str, str], tuple[str | None, str, str]] = {
+    **{(v, "cpu/gpu"): (None, "2024-09-01", _STORED) for v in ("1.15", "2.1", "2.2", "2.4")},
+    ("2.11", "cpu/gpu"): (None, "2024-11-15", _STORED),
+    ("2.12", "cpu/gpu"): ("2024-06-30", "2025-06-30", _ZH),
+    ("2.12", "tpu"): (None, "2025-06-30", _STORED),
+    ("2.13", "cpu/gpu"): ("2024-07-05", "2025-07-05", _ZH),
+    ("2.14", "cpu/gpu"): ("2024-09-26", "2025-09-26", _ZH),
+    ("2.15", "tpu"): (None, "2025-10-23", _STORED),
+    ("2.17", "cpu/gpu"): (None, "2026-07-11", _STORED),
+}
+_NO_DATE = ("no end of availability found in the stored copies of Google's table (searched 2026-11-25): counted as "
+            "served")
+
+
+def _key(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _with_lifecycle(image: Image) -> Image:
+    import dataclasses
+
+    if image.framework != "tensorflow":
+        return dataclasses.replace(image, lifecycle_source=_NO_DATE)
+    patch, ends, source = _LIFECYCLE.get((image.version, "tpu" if image.accelerator == "tpu" else "cpu/gpu"),
+                                         (None, "2026-07-11" if _key(image.version) > (2, 11) else
+                                          "2024-09-01", _UNLISTED))
+    return dataclasses.replace(image, end_of_patch=patch, end_of_availability=ends, lifecycle_source=source)
+
+
+IMAGES = tuple(_with_lifecycle(image) for image in IMAGES)
 _BY_NAME = {image.name: image for image in IMAGES}
+
+
+def today() -> "date":
+    """Today in UTC (the day Vertex AI's table is read against)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).date()
+
+
+def available(image: Image, on: "date | None" = None) -> bool:
+    """Whether Vertex AI still runs `image` on the day `on` (default today): before its end of availability."""
+    from datetime import date
+
+    return image.end_of_availability is None or (on or today()) < date.fromisoformat(image.end_of_availability)
+
+
+def nearest_available(image: Image, on: "date | None" = None) -> Image | None:
+    """The still-available image of the same framework and accelerator nearest in version (the newer on a tie, the
+    same Python preferred), or None where that framework has none left."""
+    left = [i for i in IMAGES if i.framework == image.framework and i.accelerator == image.accelerator
+            and available(i, on)]
+    if not left:
+        return None
+    wanted = _key(image.version)
+    return min(left, key=lambda i: (abs(_key(i.version)[0] * 100 + _key(i.version)[1] - wanted[0] * 100 - wanted[1]),
+                                    -_key(i.version)[1], i.python != image.python))
+
+
+def retired(image: Image, on: "date | None" = None) -> UsageError | None:
+    """None while Vertex AI runs `image`; else the one-line refusal: when it ended (and the source), the nearest image
+    still available, or, where none is, how to run the same software: a custom container."""
+    if available(image, on):
+        return None
+    how = "inferred from" if image.lifecycle_source == _UNLISTED else "by"
+    said = (f"{image.name} is no longer served by Vertex AI: its end of availability was "
+            f"{image.end_of_availability} ({how} Google's 'Supported frameworks' table)")
+    nearest = nearest_available(image, on)
+    if nearest is not None:
+        return UsageError(said, hint=f"use {nearest.uri} ({nearest.framework} {nearest.version}, Python "
+                                     f"{nearest.python})")
+    carrier = (f"a tensorflow/tensorflow image of TensorFlow {image.version}" if image.framework == "tensorflow"
+               else f"an image with {image.framework} {image.version}")
+    return UsageError(said, hint=f"Vertex AI serves no prebuilt {image.framework} {image.accelerator.upper()} "
+                                 f"training image any more: run it as a custom container (a config whose "
+                                 f"workerPoolSpecs[].containerSpec.imageUri is e.g. {carrier})")
 _URI = re.compile(r"(?:https://)?(?P<host>[a-z]+-docker\.pkg\.dev)/vertex-ai/training/(?P<name>[^:@]+)(?::latest)?")
 
 
@@ -162,11 +269,6 @@ def is_prebuilt_path(uri: str) -> bool:
     """True for any URI under a Vertex AI training registry path, whether the table knows the image or not."""
     found = _URI.fullmatch(str(uri).strip())
     return bool(found and found.group("host") in MIRRORS)
-
-
-def _key(version: str) -> tuple[int, int]:
-    major, _, minor = version.partition(".")
-    return int(major), int(minor or 0)
 
 
 def tensorflow_versions(accelerator: str = "cpu") -> list[str]:
@@ -204,16 +306,24 @@ def tensorflow_image(version: str, accelerator: str = "cpu", *, python: str | No
 
 
 def _nearest_hint(version: str, accelerator: str, field: str) -> str:
-    versions = tensorflow_versions(accelerator)
+    """The nearest versions whose image Vertex AI still serves (a retired image is never proposed), or, where none
+    is left, the custom-container way."""
+    served = [v for v in tensorflow_versions(accelerator)
+              if any(available(i) for i in IMAGES if i.framework == "tensorflow" and i.version == v
+                     and i.accelerator == accelerator)]
+    if not served:
+        return (f"Vertex AI serves no prebuilt TensorFlow {accelerator.upper()} training image any more: run the job "
+                "as a custom container (a config whose workerPoolSpecs[].containerSpec.imageUri is an image with "
+                "your TensorFlow, e.g. tensorflow/tensorflow)")
     try:
         wanted = _key(version)
     except ValueError:
-        return "versions with an image: " + ", ".join(versions)
-    below = [v for v in versions if _key(v) < wanted]
-    above = [v for v in versions if _key(v) > wanted]
+        return "versions still served: " + ", ".join(served)
+    below = [v for v in served if _key(v) < wanted]
+    above = [v for v in served if _key(v) > wanted]
     nearest = [v for v in (below[-1] if below else None, above[0] if above else None) if v]
     named = " or ".join(f"{field} {v}" for v in nearest)
-    return f"nearest with an image: {named}"
+    return f"nearest with an image Vertex AI still serves: {named}"
 
 
 def runtime_of(uri: str) -> tuple[str, str] | None:

@@ -70,8 +70,10 @@ def _check_prebuilt(image: str, python: str | None) -> None:
                 images.tensorflow_image(f"{found.group(2)}.{found.group(3)}", found.group(1))
             except UsageError as err:
                 hint = err.hint
-            else:
-                hint = f"use {images.tensorflow_image(f'{found.group(2)}.{found.group(3)}', found.group(1)).uri}"
+            else:  # the right spelling, unless Vertex AI no longer serves it (never propose a retired image)
+                right = images.tensorflow_image(f"{found.group(2)}.{found.group(3)}", found.group(1))
+                gone = images.retired(right)
+                hint = gone.hint if gone else f"use {right.uri}"
         raise invalid_value("--executor-image", image, "a Vertex AI prebuilt training image that exists (see "
                             "mlsubmit.jobspec.images)", hint=hint)
 

@@ -37,6 +37,10 @@ _MARKERS = {"os_name": "posix", "sys_platform": "linux", "platform_system": "Lin
             "implementation_name": "cpython", "platform_python_implementation": "CPython"}
 
 
+OPT_OUT_HINT = ("MLSUBMIT_IMAGE_ENV=0 runs the job on mlsubmit's own environment instead (not the image's "
+                "software: what passes then may still fail in the cloud)")
+
+
 def enabled() -> bool:
     """Local runs use image environments unless MLSUBMIT_IMAGE_ENV is 0/off/false/no."""
     return os.environ.get("MLSUBMIT_IMAGE_ENV", "1").strip().lower() not in ("0", "off", "false", "no")
@@ -70,6 +74,16 @@ def _pip(python: str | Path, args: list[str], timeout: float = 900.0) -> subproc
                           env=env, stdin=subprocess.DEVNULL)
 
 
+def foreign_python_args(image: Image, scratch: str | Path) -> list[str]:
+    """pip options that resolve for the image's Python rather than the one pip runs on, accepted by every pip from
+    22.2 (the first with `--report`) on: pip before 24 refuses `--python-version` unless installing `--target` a
+    directory ("Can not use any platform or abi specific options unless installing via '--target'"), so a
+    `--target` under `scratch` is given; with `--dry-run` nothing is written there. `--target` implies
+    `--ignore-installed`, which these look-ups want anyway (the image's packages, not this environment's)."""
+    return ["--target", str(Path(scratch) / "target"), "--ignore-installed", "--python-version", image.python,
+            "--only-binary=:all:"]
+
+
 def _applies(requirement: str, python: str) -> str | None:
     """The requirement without its marker if it applies on Linux x86_64 under `python`, else None (extras too)."""
     from packaging.requirements import Requirement
@@ -96,9 +110,9 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
         return tuple(Carried(d["name"], d["version"], tuple(d["requires"])) for d in json.loads(saved.read_text()))
     with tempfile.TemporaryDirectory(prefix="mlsubmit-image-") as tmp:
         report = Path(tmp, "report.json")
-        done = _pip(sys.executable, ["install", "--dry-run", "--no-deps", "--ignore-installed", "--report",
-                                     str(report), "--python-version", image.python, "--only-binary=:all:",
-                                     "--timeout", "15", "--retries", "1", *image_requirements(image, lookup=True)])
+        done = _pip(sys.executable, ["install", "--dry-run", "--no-deps", *foreign_python_args(image, tmp),
+                                     "--report", str(report), "--timeout", "15", "--retries", "1",
+                                     *image_requirements(image, lookup=True)])
         if done.returncode != 0:
             from mlsubmit.jobspec.image_check import _OFFLINE
 
@@ -147,8 +161,9 @@ def _framework_install(image: Image, carried: tuple[Carried, ...]) -> list[str]:
     cpu = {} if legacy or image.version in ("1.15", "2.0") else {"tensorflow": "tensorflow-cpu"}
     names = {"tensorflow-cpu": "tensorflow"} if legacy else cpu
     exact = [f"{names.get(c.name, c.name)}=={c.version}" for c in carried]
-    pinned = [f"{package}{pin}" for package, pin in image.pins if package in ("keras", "tensorboard", "protobuf",
-                                                                             "numpy")]
+    from mlsubmit.jobspec.image_check import _SUPPORTING
+
+    pinned = [f"{package}{pin}" for package, pin in image.pins if package in _SUPPORTING]
     return exact + pinned
 
 
@@ -179,13 +194,25 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
         if done.returncode != 0:
             last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
             raise UsageError(f"the environment of {image.name} could not be built: pip: {last[0]}",
-                             hint="MLSUBMIT_IMAGE_ENV=0 runs in mlsubmit's own environment instead")
+                             hint=OPT_OUT_HINT)
+        _check_imports(image, building / "bin" / "python")
         Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": requirements}))
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
     _rename_into_place(building, target)
     return python, False
+
+
+def _check_imports(image: Image, python: Path) -> None:
+    """A new environment is put in place only if its framework imports (a numpy 2 under TensorFlow 2.8 fails here,
+    with TensorFlow's own last line, not in the user's trainer)."""
+    done = subprocess.run([str(python), "-I", "-c", f"import {image.module}"], capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+        raise UsageError(f"the environment of {image.name} was built but `import {image.module}` fails in it: "
+                         f"{last[0]}", hint=f"the image's pins in mlsubmit.jobspec.images are wrong; {OPT_OUT_HINT}")
 
 
 def _site_packages(python: Path) -> str:
@@ -216,9 +243,14 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
         built = building / "bin" / "python"
         Path(_site_packages(built), "_mlsubmit_image.pth").write_text(
             f"import site; site.addsitedir({_site_packages(base_python)!r})\n")
+        from mlsubmit.jobspec.image_check import constraints
+
+        pins = building / "image-constraints.txt"
+        pins.write_text(constraints(image, image_packages(image)))
         for sdist in packages:
-            say(f"Installing {sdist.name} on {image.name}'s environment (pip install, requirements included).")
-            done = _pip(built, ["install", "--no-input", str(sdist)])
+            say(f"Installing {sdist.name} on {image.name}'s environment (pip install, requirements included, "
+                "the image's packages kept).")
+            done = _pip(built, ["install", "--no-input", "-c", str(pins), str(sdist)])
             if done.returncode != 0 and any(word in done.stderr for word in ("NewConnectionError", "Max retries",
                                                                              "Could not fetch URL", "ProxyError")):
                 say(f"warning: offline: {sdist.name}'s requirements were not installed on {image.name}'s "
@@ -237,9 +269,13 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
 
 
 def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
-    """The TensorFlow image whose environment the job runs in here, or None (off, a custom container, another
-    framework, or offline before its environment was built: each but the first said in one line). Notes the
-    mismatches this machine cannot close (the image's Python, CUDA)."""
+    """The image (TensorFlow, scikit-learn or XGBoost) whose environment the job runs in here, or None (off, a custom
+    container, an image the table does not know, a PyTorch image: the last said in one line). Notes the mismatches
+    this machine cannot close (the image's Python, CUDA) and a retired image.
+
+    Raises:
+        UsageError: the image's packages cannot be looked up (offline before its environment was ever built): the
+            job is not run on mlsubmit's own software instead unless MLSUBMIT_IMAGE_ENV=0 says so."""
     from mlsubmit.jobspec.image_check import image_for
 
     if not enabled():
@@ -247,9 +283,13 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
     image = image_for(spec)
     if image is None:
         return None
-    if image.framework != "tensorflow":
-        say(f"{image.name}: only TensorFlow images are built here; the job runs in mlsubmit's own environment")
+    if image.framework == "pytorch":  # torch for the image's Python comes from the index as a CUDA build of GBs
+        say(f"{image.name}: PyTorch images are not built here (torch {image.version} for Python {image.python} is a "
+            "CUDA build of several GB on the package index); the job runs in mlsubmit's own environment")
         return None
+    from mlsubmit.jobspec.image_check import lifecycle
+
+    lifecycle(spec, image, say, refuse=False)  # here it still runs: the software is on the package index
     _, note = interpreter(image)
     notes = [note] if note else []
     if image.accelerator != "cpu":
@@ -259,10 +299,23 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
         say(f"note: {text}")
     try:
         image_packages(image)
-    except UsageError as err:  # offline before this image's environment was ever built
-        say(f"warning: {err.message}: the job runs in mlsubmit's own environment instead of {image.name}'s")
-        return None
+    except UsageError as err:  # offline before this image's environment was ever built: refused, not swapped
+        raise UsageError(f"{err.message}, so {image.name}'s environment cannot be built here",
+                         hint=OPT_OUT_HINT) from None
     return image
+
+
+def as_legacy_request(spec):
+    """The spec whose image a legacy-API job runs on: the runtimeVersion/pythonVersion its request states (2.11 and
+    Python 3.7 when none was given: legacy AI Platform's last default; the service itself shut down on 2025-01-31,
+    so its jobs run here and in the emulator only). The emulator reads them from the request; `train --local --api
+    legacy` uses this so both run the software the request names."""
+    from mlsubmit.jobspec.requests import legacy_training_input
+
+    if spec.runtime_version is not None or spec.executor_image is not None or spec.container_image is not None:
+        return spec
+    document = legacy_training_input(spec)
+    return spec.replace(runtime_version=document["runtimeVersion"], python_version=document["pythonVersion"])
 
 
 def local_python(spec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
@@ -301,7 +354,8 @@ def local_python(spec, package_path: str, setup_py: str | None, module: str, say
 def versions_line(image: Image, python: Path) -> str:
     """What the environment runs: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."."""
     script = ("import sys, importlib.metadata as m\nout = ['Python ' + sys.version.split()[0]]\n"
-              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'protobuf', 'numpy'):\n"
+              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn',"
+              " 'xgboost', 'protobuf', 'numpy'):\n"
               "    try: out.append(name + ' ' + m.version(name))\n    except m.PackageNotFoundError: pass\n"
               "print(', '.join(out))\n")
     done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)

@@ -145,7 +145,10 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
 
         reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)
-    python, name = installed or job_python(spec, package_path=package_path, setup_py=setup_py, say=say,
+    from mlsubmit.local.image_env import as_legacy_request
+
+    on_image = as_legacy_request(spec) if api == "legacy" else spec  # the software its request names
+    python, name = installed or job_python(on_image, package_path=package_path, setup_py=setup_py, say=say,
                                            requirements=requirements, extras=extras)
     job_id = spec.job_name or generate_job_name(name)
     # Vertex AI: the base output directory (AIP_*) defaults below jobs/ as a staging bucket's would;
