@@ -304,7 +304,9 @@ class KubeServer(ThreadingHTTPServer):
         if method == "GET":
             return handler._send(200, obj)
         if method == "DELETE":
-            return self._delete(handler, plural, key_ns, name, obj)
+            options = handler._body()  # DeleteOptions; Orphan keeps a Job's pods, as a cluster does
+            policy = options.get("propagationPolicy") or query.get("propagationPolicy") or "Background"
+            return self._delete(handler, plural, key_ns, name, obj, orphan=policy == "Orphan")
         if method in ("PUT", "PATCH"):
             body = handler._body()
             if plural != "jobs":
@@ -312,9 +314,10 @@ class KubeServer(ThreadingHTTPServer):
             return handler._send(200, obj)
         return handler._send(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
 
-    def _delete(self, handler: _Handler, plural: str, ns: str, name: str, obj: dict[str, Any]) -> None:
+    def _delete(self, handler: _Handler, plural: str, ns: str, name: str, obj: dict[str, Any],
+                orphan: bool = False) -> None:
         store = self.store
-        if plural == "jobs":
+        if plural == "jobs" and not orphan:
             store.stop_pods(ns, obj["metadata"]["uid"], remove=True, wait=20)
         elif plural == "pods":
             runner = store.pods.get((ns, name))
