@@ -22,6 +22,10 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
     from mlsubmit.targets.cluster_run import build_packages
 
     spec = local_spec(spec_flags)
+    if spec.job_dir and "://" not in spec.job_dir:  # a path the pods share with this machine (a volume, a test)
+        import os
+
+        spec = spec.replace(job_dir=os.path.abspath(spec.job_dir))
     manifests.check_spec(spec)
     cluster = kube.Cluster(kube.parse_target(target), namespace)  # kubeconfig and context first
     cluster.check_namespace()  # reachable within 10 s, the namespace exists, RBAC lets us read it
