@@ -131,7 +131,9 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
                 break
         assert len(job_processes("cancel-job")) >= 3, "".join(out)
         job.terminate()  # what `mlsubmit jobs cancel` sends a cluster job's follower
-        assert job.wait(60) == 130, "".join(out)
+        code = job.wait(60)
+        rest = job.stdout.read()
+        assert code == 130, "".join(out) + rest
     finally:
         if job.poll() is None:
             job.kill()

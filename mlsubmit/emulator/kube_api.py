@@ -327,8 +327,7 @@ class KubeServer(ThreadingHTTPServer):
         with store.lock:
             store.objects.pop((plural, ns, name), None)
             store.pods.pop((ns, name), None) if plural == "pods" else None
-        handler._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
-                            "details": {"name": name, "kind": plural, "uid": obj["metadata"]["uid"]}})
+        handler._send(200, obj)  # as the API server answers a delete: the object as it was
 
     def _watch(self, handler: _Handler, items: list[dict[str, Any]], query: dict[str, str]) -> None:
         lines = b"".join(json.dumps({"type": "ADDED", "object": i}).encode() + b"\n" for i in items)
