@@ -88,6 +88,10 @@ def emulator_command(
         help="Create this bucket in the Cloud Storage emulator on start (repeatable), e.g. for --staging-bucket "
              "gs://NAME.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="Do not log each request on stderr.")] = False,
+    kube_port: Annotated[Optional[int], typer.Option(
+        "--kube-port", metavar="K", show_default=False,
+        help="Also serve an emulated Kubernetes API on this port of 127.0.0.1 (0: any free port) whose Jobs' pods "
+             "run here: `kubectl --server http://127.0.0.1:K …`, `train --target kubernetes`.")] = None,
 ) -> None:
     """Serve a local emulator of the training service — Vertex AI custom jobs, legacy AI Platform jobs and their
     Cloud Logging entries, over the real REST API — that runs every accepted job for real."""
@@ -101,8 +105,24 @@ def emulator_command(
     from mlsubmit.emulator.serve import serve
 
     gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
-    serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
-          data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet)
+    kube = _start_kube(_port(kube_port, "--kube-port")) if kube_port is not None else None
+    try:
+        serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
+              data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet)
+    finally:
+        if kube is not None:
+            kube.stop()
+
+
+def _start_kube(port: int):
+    from mlsubmit.emulator.kube_api import KubeServer
+
+    try:
+        kube = KubeServer(port).start()
+    except OSError as err:
+        raise invalid_value("--kube-port", port, "a free port of 127.0.0.1", hint=err.strerror) from None
+    typer.echo(f"Kubernetes API on {kube.url}: kubectl --server {kube.url} apply --validate=false -f FILE")
+    return kube
 
 
 def register(app: typer.Typer) -> None:

@@ -44,8 +44,9 @@ def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, A
 
 def _resources(table: dict[str, tuple[str, bool]], group: str) -> dict[str, Any]:
     verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
-    items = [{"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind, "verbs": verbs}
-             for plural, (kind, namespaced) in table.items()]
+    short = {"namespaces": ["ns"], "configmaps": ["cm"], "services": ["svc"], "pods": ["po"]}
+    items = [{"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind, "verbs": verbs,
+              "shortNames": short.get(plural, [])} for plural, (kind, namespaced) in table.items()]
     if "pods" in table:
         items.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group, "resources": items}
