@@ -109,6 +109,11 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
                      "jsonpath={.items[0].metadata.name}")
     logs = _kubectl(kube, "logs", chief.stdout.strip())
     assert "wrote " in logs.stdout and (tmp_path / "out" / "weights.json").is_file()
+    listed = _mlsubmit(kube, home, tmp_path, "jobs", "list", "--api", "kubernetes", "--output", "json")
+    assert {"job_id": "user-job", "state": "SUCCEEDED"}.items() <= next(
+        j for j in json.loads(listed.stdout) if j["job_id"] == "user-job").items(), listed.stderr
+    read = _mlsubmit(kube, home, tmp_path, "jobs", "logs", "user_job", "--api", "kubernetes", "--task", "worker-0")
+    assert read.returncode == 0 and "step 5/5" in read.stdout and "chief-0" not in read.stdout, read.stderr
     deleted = _kubectl(kube, "delete", "-f", str(tmp_path / "job.yaml"))
     assert deleted.returncode == 0, deleted.stderr
     assert _kubectl(kube, "get", "pods", "-l", "mlsubmit.dev/job=user-job", "-o", "name").stdout.strip() == ""
@@ -130,7 +135,8 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
             if line.startswith("[chief-0]") and "role chief 0" in line:
                 break
         assert len(job_processes("cancel-job")) >= 3, "".join(out)
-        job.terminate()  # what `mlsubmit jobs cancel` sends a cluster job's follower
+        cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "cancel_job", "--api", "kubernetes")
+        assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr
         code = job.wait(60)
         rest = job.stdout.read()
         assert code == 130, "".join(out) + rest
