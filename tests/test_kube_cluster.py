@@ -176,7 +176,8 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         kube.kubeconfig = env_config
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stdout + done.stderr
     assert time.monotonic() - started < 15
-    expected = {"context": "nope", "namespace": "namespace 'ghost' does not exist", "forbidden": "refuses to let you get",
+    expected = {"context": "nope", "namespace": "namespace 'ghost' does not exist",
+                "forbidden": "refuses to let you get",
                 "unreachable": "cannot reach the Kubernetes API server", "gpu": "NVIDIA_TESLA_K80"}[case]
     assert expected in done.stderr
     assert kube.store.objects.keys() == before.keys()

@@ -26,8 +26,8 @@ def config(
     spec_flags: Any,
     fmt: Annotated[str, typer.Option("--format", metavar="|".join(FORMATS), help="vertex: a CustomJobSpec "
                                      "for `gcloud ai custom-jobs create --config`; legacy: a trainingInput "
-                                     "document for `gcloud ai-platform jobs submit training --config`; kubernetes: the job's "
-                                     "Kubernetes objects for `kubectl apply -f -`.")] = "vertex",
+                                     "document for `gcloud ai-platform jobs submit training --config`; "
+                                     "kubernetes: the job's Kubernetes objects for `kubectl apply -f -`.")] = "vertex",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write here "
                                                    "(atomically) instead of stdout.")] = None,
     hptune_config: Annotated[Optional[Path], typer.Option("--hptune-config", metavar="FILE", help="A tuning "

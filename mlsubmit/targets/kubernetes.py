@@ -56,7 +56,8 @@ class Cluster:
         except config.ConfigException as err:
             raise UsageError(f"cannot use the kubeconfig for --target kubernetes{':' + context if context else ''}: "
                              f"{str(err).splitlines()[0]}", hint="set KUBECONFIG, or run `gcloud container "
-                             "clusters get-credentials CLUSTER`; `kubectl config get-contexts` lists contexts") from None
+                             "clusters get-credentials CLUSTER`; `kubectl config get-contexts` lists contexts") \
+                from None
         except (OSError, TypeError) as err:
             raise UsageError(f"cannot read the kubeconfig: {err}", hint="set KUBECONFIG to a valid file") from None
         api.configuration.retries = 0
@@ -174,7 +175,8 @@ class _Logs:
             if name in self.threads:
                 continue
             labels = pod.metadata.labels or {}
-            replica = f"{labels.get(manifests.ROLE_LABEL, '?')}-{labels.get('batch.kubernetes.io/job-completion-index', '0')}"
+            index = labels.get("batch.kubernetes.io/job-completion-index", "0")
+            replica = f"{labels.get(manifests.ROLE_LABEL, '?')}-{index}"
             thread = threading.Thread(target=self._stream, args=(name, replica), daemon=True)
             self.threads[name] = thread
             thread.start()
