@@ -122,8 +122,8 @@ def describe(status: Any, console_url: str | None) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
-    noun = {"vertex": "Vertex AI custom job", "cluster": "job on your own cluster"}.get(status.api,
-                                                                                   "legacy AI Platform job")
+    noun = {"vertex": "Vertex AI custom job", "cluster": "job on your own cluster",
+            "kubernetes": "Kubernetes job"}.get(status.api, "legacy AI Platform job")
     noun = "Vertex AI hyperparameter tuning job" if "studySpec" in status.resource else noun
     rows = [("job", f"{status.job_id} ({noun})"), ("name", status.name)]
     if status.display_name and status.display_name != status.job_id:

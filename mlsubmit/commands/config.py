@@ -14,7 +14,7 @@ from mlsubmit.jobspec import machines
 from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
 from mlsubmit.errors import did_you_mean, invalid_value
 
-FORMATS = ("vertex", "legacy")
+FORMATS = ("vertex", "legacy", "kubernetes")
 _EPILOG = "\b\n" + machines.describe_table()  # \b: click prints the table as it is, without rewrapping
 
 
@@ -26,13 +26,21 @@ def config(
     spec_flags: Any,
     fmt: Annotated[str, typer.Option("--format", metavar="|".join(FORMATS), help="vertex: a CustomJobSpec "
                                      "for `gcloud ai custom-jobs create --config`; legacy: a trainingInput "
-                                     "document for `gcloud ai-platform jobs submit training --config`.")] = "vertex",
+                                     "document for `gcloud ai-platform jobs submit training --config`; "
+                                     "kubernetes: the job's Kubernetes objects for `kubectl apply -f -`.")] = "vertex",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write here "
                                                    "(atomically) instead of stdout.")] = None,
     hptune_config: Annotated[Optional[Path], typer.Option("--hptune-config", metavar="FILE", help="A tuning "
                              "spec (legacy trainingInput.hyperparameters or a Vertex AI studySpec): writes a "
                              "HyperparameterTuningJob (vertex) or trainingInput.hyperparameters (legacy) over the "
                              "job. A tuning spec inside --config does the same.")] = None,
+    namespace: Annotated[str, typer.Option("--namespace", help="kubernetes: the namespace.")] = "default",
+    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset", help="kubernetes: Indexed Jobs and "
+                                         "a headless Service (job), or one JobSet.")] = "job",
+    k8s_version: Annotated[str, typer.Option("--k8s-version", help="kubernetes: the cluster version whose "
+                                             "schemas the objects are validated against.")] = "1.33",
+    package_uris: Annotated[Optional[str], typer.Option("--package-uris", metavar="URI,…", help="kubernetes: "
+                            "the staged sdists the pods install (gs://… or a path on the image), in order.")] = None,
 ) -> None:
     """Write a validated job config (YAML) from flags and/or --config FILE; flags override the YAML.
 
@@ -45,6 +53,18 @@ def config(
     if fmt not in FORMATS:
         raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
     spec, notes = spec_from_options(spec_flags)
+    if fmt == "kubernetes":
+        from mlsubmit.kube.config import config_text
+
+        spec, estimate = budgeted(spec, spec_flags, catalog="compute")  # GKE nodes: Compute Engine prices
+        text, notes = config_text(spec, notes, namespace=namespace, k8s_api=k8s_api, k8s_version=k8s_version,
+                                  spot=spec.spot, packages=tuple(filter(None, (package_uris or '').split(','))))
+        for note in notes:
+            typer.secho(f"warning: {note}", fg="yellow", err=True)
+        typer.echo(text, nl=False) if output is None else write_atomically(output, text)
+        for line in estimate:
+            typer.echo(line, err=True)
+        return
     tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)
     spec, estimate = budgeted(spec, spec_flags, tuning)
     if tuning is None:

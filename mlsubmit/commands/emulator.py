@@ -95,6 +95,10 @@ def emulator_command(
              "spot job.")] = None,
     preempt_spot_times: Annotated[int, typer.Option(
         "--preempt-spot-times", metavar="N", help="Preempt each spot job at most N times.")] = 2,
+    kube_port: Annotated[Optional[int], typer.Option(
+        "--kube-port", metavar="K", show_default=False,
+        help="Also serve an emulated Kubernetes API on this port of 127.0.0.1 (0: any free port) whose Jobs' pods "
+             "run here: `kubectl --server http://127.0.0.1:K …`, `train --target kubernetes`.")] = None,
 ) -> None:
     """Serve a local emulator of the training service — Vertex AI custom jobs, legacy AI Platform jobs and their
     Cloud Logging entries, over the real REST API — that runs every accepted job for real."""
@@ -112,9 +116,25 @@ def emulator_command(
     from mlsubmit.emulator.serve import serve
 
     gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
-    serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
-          data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet,
-          preempt_spot=(preempt_spot_after, preempt_spot_times))
+    kube = _start_kube(_port(kube_port, "--kube-port")) if kube_port is not None else None
+    try:
+        serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
+              data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet,
+              preempt_spot=(preempt_spot_after, preempt_spot_times))
+    finally:
+        if kube is not None:
+            kube.stop()
+
+
+def _start_kube(port: int):
+    from mlsubmit.emulator.kube_api import KubeServer
+
+    try:
+        kube = KubeServer(port).start()
+    except OSError as err:
+        raise invalid_value("--kube-port", port, "a free port of 127.0.0.1", hint=err.strerror) from None
+    typer.echo(f"Kubernetes API on {kube.url}: kubectl --server {kube.url} apply --validate=false -f FILE")
+    return kube
 
 
 def register(app: typer.Typer) -> None:

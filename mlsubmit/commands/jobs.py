@@ -50,6 +50,10 @@ def _checked_output(output: str) -> str:
 def _connect(target: dict[str, Any]) -> tuple[Any, Any]:
     """(service, settings) for the target options; the project (and for Vertex AI the region) must be set.
     `--api cluster`: the jobs this machine ran on Spark, Dask or Ray clusters (train --target), from their record."""
+    if str(target["api"]).split(":")[0] == "kubernetes":  # the jobs of --target kubernetes[:CONTEXT]
+        from mlsubmit.targets.kubernetes_jobs import KubeJobs
+
+        return KubeJobs(target["api"]), None
     if target["api"] == "cluster":
         from mlsubmit.targets.cluster_record import ClusterJobs
 

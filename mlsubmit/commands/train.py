@@ -48,7 +48,7 @@ def train(
              "(Vertex AI; the backend's packages added to the job). --local: run side by side here as the cores "
              "allow, then a table of accuracy, loss, samples/s and wall time.")] = [],
     target: Annotated[Optional[str], typer.Option(
-        "--target", metavar="spark://|dask://|ray://HOST:PORT", show_default=False,
+        "--target", metavar="spark://|dask://|ray://HOST:PORT|kubernetes[:CONTEXT]", show_default=False,
         help="Run on your own cluster: one long-running task per replica (a Spark barrier stage, pinned Dask tasks, "
              "Ray actors in a placement group), each with the TF_CONFIG, CLUSTER_SPEC and AIP_* of --api; followed "
              "here, recorded for `mlsubmit jobs … --api cluster`. Needs mlsubmit[spark|dask|ray].")] = None,
@@ -58,6 +58,9 @@ def train(
              "run the job with --name=value per parameter; a tuning spec inside --config does the same. Creates a "
              "Vertex AI hyperparameter tuning job (or a legacy job with hyperparameters); with --local the trials "
              "run here.")] = None,
+    namespace: Annotated[str, typer.Option("--namespace", help="--target kubernetes: the namespace.")] = "default",
+    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job", help="--target kubernetes: Indexed Jobs and "
+                                         "a headless Service.")] = "job",
 ) -> None:
     """Train: submit the job spec to Vertex AI (or --api legacy) and stream its logs until it ends; or, with
     --local, run it here — the first replica that fails ends the job, Ctrl-C stops every replica, and a summary
@@ -70,6 +73,12 @@ def train(
         from mlsubmit.jobspec.keras_backends import parse_backends
 
         chosen = parse_backends(backends)
+    if target is not None and target.split(":")[0] == "kubernetes":  # --target kubernetes[:CONTEXT]
+        from mlsubmit.commands._kube_train import train_kube
+
+        reject_for_local(cloud_flags)
+        return train_kube(spec_flags, target, package_path=package_path, package_flags=package_flags,
+                          namespace=namespace, k8s_api=k8s_api)
     if target is not None:
         from mlsubmit.commands._cluster_train import train_cluster
 

@@ -1,0 +1,1 @@
+"""Kubernetes: manifests built from a JobSpec (manifests), validated offline (validate)."""

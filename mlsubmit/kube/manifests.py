@@ -1,0 +1,230 @@
+"""A JobSpec as Kubernetes objects (pure: dicts in, dicts out, nothing sent).
+
+Default (`api="job"`): one ConfigMap holding the replica launcher (mlsubmit/launcher/replica.py) and one launcher
+spec per role, one headless Service selecting every pod of the job, and one Indexed batch/v1 Job per role
+(completions = parallelism = replicas). Pods set `subdomain` to the Service, so replica i of role r is reachable as
+`<job>-<r>-<i>.<job>` (the Indexed Job hostname `<job name>-<index>` under the Service); the launcher takes its
+index from $JOB_COMPLETION_INDEX and builds TF_CONFIG/CLUSTER_SPEC from the address pattern.
+
+`api="jobset"`: one jobset.x-k8s.io/v1alpha2 JobSet, one replicatedJob per role (pods
+`<jobset>-<role>-0-<i>.<jobset>`), success when the chief's replicatedJob succeeds, `failurePolicy.maxRestarts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mlsubmit.errors import UsageError, invalid_value
+
+APIS = ("job", "jobset")
+PORT = 2222
+MOUNT = "/mlsubmit"
+JOB_LABEL, REQUEST_LABEL, ROLE_LABEL = "mlsubmit.dev/job", "mlsubmit.dev/request-id", "mlsubmit.dev/role"
+GPU_RESOURCE = "nvidia.com/gpu"
+GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+GKE_SPOT = "cloud.google.com/gke-spot"
+# Vertex/ml accelerator name → GKE node label value (GKE documents these; K80 is gone from GKE)
+GKE_GPU_LABELS = {
+    "NVIDIA_TESLA_T4": "nvidia-tesla-t4", "NVIDIA_L4": "nvidia-l4", "NVIDIA_TESLA_A100": "nvidia-tesla-a100",
+    "NVIDIA_A100_80GB": "nvidia-a100-80gb", "NVIDIA_H100_80GB": "nvidia-h100-80gb",
+    "NVIDIA_H100_MEGA_80GB": "nvidia-h100-mega-80gb", "NVIDIA_TESLA_V100": "nvidia-tesla-v100",
+    "NVIDIA_TESLA_P100": "nvidia-tesla-p100", "NVIDIA_TESLA_P4": "nvidia-tesla-p4",
+}
+# memory per vCPU (GiB) of the Compute Engine families; requests leave ~10 % of a node to the system
+_GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9, "megagpu": 9.1, "highgpu": 7.08, "ultragpu": 14.1}
+_SHARE = 0.9
+_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class KubeJob:
+    """What the builders need besides the JobSpec: the job's Kubernetes name, its request id, the namespace and
+    the packages the launcher installs (gs:// URIs, paths on the image, or {"name", "data"} inline sdists)."""
+
+    name: str
+    request_id: str
+    namespace: str = "default"
+    packages: tuple = ()
+    api: str = "job"
+    spot: bool = False
+    max_restarts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.api not in APIS:
+            raise invalid_value("--k8s-api", self.api, " or ".join(APIS))
+        # the longest pod hostname is <name>-<role>-<index> (JobSet adds -0): it must stay a DNS label
+        if not re.fullmatch(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?", self.name):
+            raise invalid_value("Kubernetes job name", self.name, "1 to 40 lowercase letters, digits or '-', "
+                                "starting with a letter", hint="pick a shorter --job-name")
+
+
+def kube_name(job_id: str) -> str:
+    """A job id as a Kubernetes object name: lowercase, '_' and other characters as '-', at most 40 characters."""
+    name = _NAME.sub("-", job_id.lower()).strip("-")
+    if not name or not name[0].isalpha():
+        name = f"j-{name}"
+    return name[:40].rstrip("-")
+
+
+def request_id(spec: Any, name: str, packages: tuple = ()) -> str:
+    """A stable id of this submission: the same job run again has the same one (so a re-run finds its objects)."""
+    text = json.dumps([name, repr(spec), [p if isinstance(p, str) else p.get("name") for p in packages]])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def gke_gpu_label(accelerator: str) -> str:
+    label = GKE_GPU_LABELS.get(accelerator)
+    if label is None:
+        raise invalid_value("--gpu-type", accelerator, "a GPU GKE has a node label for: " + ", ".join(GKE_GPU_LABELS),
+                            hint="GKE has no K80 or TPU node pools for these jobs; use NVIDIA_TESLA_T4 or NVIDIA_L4")
+    return label
+
+
+def _requests(pool: Any) -> dict[str, str]:
+    machine = pool.machine
+    if not machine.vcpus:
+        raise UsageError(f"the {pool.role} machine type {machine.name} has no Compute Engine equivalent to size a "
+                         "pod with", hint="use an n1-*, a2-*, a3-* or g2-* machine type")
+    kind = machine.name.split("-")[1] if machine.name.count("-") >= 2 else "standard"
+    memory = _GIB_PER_VCPU.get(kind, 3.75) * machine.vcpus * _SHARE
+    return {"cpu": f"{int(machine.vcpus * 1000 * _SHARE)}m", "memory": f"{int(memory * 1024)}Mi"}
+
+
+def _image(spec: Any) -> str:
+    from mlsubmit.jobspec.requests import executor_image
+
+    gpu = any(pool.accelerator for pool in spec.pools.values())
+    return executor_image(spec, "gpu" if gpu else "cpu")
+
+
+def address_pattern(job: KubeJob) -> str:
+    middle = "-0" if job.api == "jobset" else ""
+    return f"{{job}}-{{role}}{middle}-{{index}}.{job.name}:{PORT}"
+
+
+def launcher_specs(spec: Any, job: KubeJob) -> dict[str, dict[str, Any]]:
+    """{role: the launcher spec its pods run} ($JOB_COMPLETION_INDEX gives the index)."""
+    roles = [[role, pool.replica_count] for role, pool in spec.pools.items()]
+    base = {"job_id": job.name, "api": "vertex", "tier": spec.tier, "roles": roles, "module": spec.python_module,
+            "args": list(spec.args), "job_dir": spec.job_dir, "packages": list(job.packages), "env": spec.env_dict,
+            "address_pattern": address_pattern(job)}
+    return {role: {**base, "role": role} for role, _ in roles}
+
+
+def labels(job: KubeJob, role: str | None = None) -> dict[str, str]:
+    found = {JOB_LABEL: job.name, REQUEST_LABEL: job.request_id}
+    return {**found, ROLE_LABEL: role} if role else found
+
+
+def _meta(job: KubeJob, name: str, role: str | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": job.namespace, "labels": labels(job, role)}
+
+
+def config_map(spec: Any, job: KubeJob) -> dict[str, Any]:
+    from mlsubmit.launcher import source
+
+    data = {"replica.py": source()}
+    data.update({f"{role}.json": json.dumps(s, sort_keys=True) for role, s in launcher_specs(spec, job).items()})
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(job, f"{job.name}-launcher"), "data": data}
+
+
+def service(job: KubeJob) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(job, job.name),
+            "spec": {"clusterIP": "None", "selector": {JOB_LABEL: job.name}, "publishNotReadyAddresses": True,
+                     "ports": [{"name": "tf", "port": PORT, "targetPort": PORT}]}}
+
+
+def pod_spec(spec: Any, job: KubeJob, role: str) -> dict[str, Any]:
+    pool = spec.pools[role]
+    resources: dict[str, Any] = {"requests": _requests(pool)}
+    selector: dict[str, str] = {}
+    tolerations: list[dict[str, str]] = []
+    if pool.accelerator:
+        kind, count = pool.accelerator
+        selector[GKE_ACCELERATOR] = gke_gpu_label(kind)
+        resources["limits"] = {GPU_RESOURCE: str(count)}
+        tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    if job.spot:
+        selector[GKE_SPOT] = "true"
+        tolerations.append({"key": GKE_SPOT, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    container = {"name": "replica", "image": _image(spec),
+                 "command": ["python3", f"{MOUNT}/replica.py", f"{MOUNT}/{role}.json"],
+                 "ports": [{"containerPort": PORT, "name": "tf"}], "resources": resources,
+                 "volumeMounts": [{"name": "launcher", "mountPath": MOUNT, "readOnly": True}]}
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
+                           "volumes": [{"name": "launcher", "configMap": {"name": f"{job.name}-launcher"}}]}
+    if job.api == "job":
+        pod["subdomain"] = job.name
+    if selector:
+        pod["nodeSelector"] = selector
+    if tolerations:
+        pod["tolerations"] = tolerations
+    return pod
+
+
+def _job_spec(spec: Any, job: KubeJob, role: str) -> dict[str, Any]:
+    count = spec.pools[role].replica_count
+    body: dict[str, Any] = {
+        "completionMode": "Indexed", "completions": count, "parallelism": count, "backoffLimit": 0,
+        # a pod evicted or preempted (spot) is replaced; a bad spec (2) or a failed install (3) ends at once
+        "podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": "replica", "operator": "In", "values": [2, 3]}}]},
+        "template": {"metadata": {"labels": labels(job, role)}, "spec": pod_spec(spec, job, role)}}
+    if spec.max_runtime_seconds:
+        body["activeDeadlineSeconds"] = int(spec.max_runtime_seconds)
+    return body
+
+
+def job_manifest(spec: Any, job: KubeJob, role: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(job, f"{job.name}-{role}", role),
+            "spec": _job_spec(spec, job, role)}
+
+
+def jobset(spec: Any, job: KubeJob) -> dict[str, Any]:
+    replicated = []
+    for role in spec.pools:
+        template = _job_spec(spec, job, role)
+        template.pop("activeDeadlineSeconds", None)
+        replicated.append({"name": role, "replicas": 1,
+                           "template": {"metadata": {"labels": labels(job, role)}, "spec": template}})
+    body: dict[str, Any] = {
+        "network": {"enableDNSHostnames": True, "subdomain": job.name},
+        "successPolicy": {"operator": "All", "targetReplicatedJobs": ["chief"]},
+        "failurePolicy": {"maxRestarts": job.max_restarts}, "replicatedJobs": replicated}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": _meta(job, job.name),
+            "spec": body}
+
+
+def check_spec(spec: Any) -> None:
+    """UsageError for what Kubernetes cannot run: a TPU pool, a container-image job, a GPU without a GKE label."""
+    for role, pool in spec.pools.items():
+        if pool.accelerator:
+            kind, _ = pool.accelerator
+            if kind.startswith("TPU"):
+                raise invalid_value(f"{role} accelerator", kind, "a GPU (TPUs are not supported on --target "
+                                    "kubernetes)", hint="use --gpu-type NVIDIA_TESLA_T4, or run on Vertex AI")
+            gke_gpu_label(kind)
+    if spec.container_image or spec.pool_images:
+        raise UsageError("--target kubernetes runs Python packages; a custom container job is not supported yet",
+                         hint="drop --container-image, or apply your own manifests")
+
+
+def manifests(spec: Any, job: KubeJob) -> list[dict[str, Any]]:
+    """Every object of the job, in the order to create them (the ConfigMap and Service before the pods)."""
+    check_spec(spec)
+    if job.api == "jobset":
+        return [config_map(spec, job), jobset(spec, job)]
+    return [config_map(spec, job), service(job), *(job_manifest(spec, job, role) for role in spec.pools)]
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    """A multi-document YAML stream for `kubectl apply -f -`."""
+    import yaml
+
+    return "".join("---\n" + yaml.safe_dump(o, sort_keys=False, default_flow_style=False, width=120)
+                   for o in objects)

@@ -1,0 +1,242 @@
+"""`--target kubernetes[:CONTEXT]`: the job's objects (mlsubmit.kube.manifests) created once with the official
+`kubernetes` client and the user's kubeconfig, followed to the end, cancelled by deleting them.
+
+1. bad input stops here, nothing created: no kubeconfig / unknown context, the API server does not answer within
+   10 s, the namespace does not exist, RBAC refuses (the verb and resource named), a GPU GKE has no label for, an
+   object the schemas refuse (mlsubmit.kube.validate);
+2. the objects carry the job's request id (a hash of the spec, the name and the packages): a re-run of the same
+   submission finds them by that label and follows them; an object of the same name from another submission
+   (AlreadyExists with another request id) is refused, never overwritten;
+3. every replica pod's log is streamed with its `[role-index]` prefix; the state comes from the Jobs' conditions:
+   the chief's Job Complete is success (the other replicas then end on their own: the launcher watches the chief;
+   those still running after a grace period are deleted), any Job Failed is failure;
+4. cancel (Ctrl-C, SIGTERM, `mlsubmit jobs cancel`) deletes the job's objects with foreground propagation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mlsubmit.errors import UsageError
+from mlsubmit.kube import manifests
+
+CONNECT_SECONDS = 10
+GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class KubeOutcome:
+    job: str
+    state: str  # SUCCEEDED, FAILED, CANCELLED
+    seconds: float
+    reason: str = ""
+
+
+def parse_target(text: str) -> str | None:
+    """The kubeconfig context of `kubernetes[:CONTEXT]` (None: the current one)."""
+    _, _, context = str(text).partition(":")
+    return context or None
+
+
+class Cluster:
+    """The API clients for one kubeconfig context and namespace."""
+
+    def __init__(self, context: str | None, namespace: str):
+        try:
+            from kubernetes import client, config
+        except ImportError:
+            raise UsageError("--target kubernetes needs the kubernetes package, which is not installed",
+                             hint="pip install 'mlsubmit[kubernetes]'") from None
+        try:
+            api = config.new_client_from_config(context=context)
+        except config.ConfigException as err:
+            raise UsageError(f"cannot use the kubeconfig for --target kubernetes{':' + context if context else ''}: "
+                             f"{str(err).splitlines()[0]}", hint="set KUBECONFIG, or run `gcloud container "
+                             "clusters get-credentials CLUSTER`; `kubectl config get-contexts` lists contexts") \
+                from None
+        except (OSError, TypeError) as err:
+            raise UsageError(f"cannot read the kubeconfig: {err}", hint="set KUBECONFIG to a valid file") from None
+        api.configuration.retries = 0
+        self.where = f"kubernetes:{context or 'current context'} ({api.configuration.host})"
+        self.namespace = namespace
+        self.core, self.batch = client.CoreV1Api(api), client.BatchV1Api(api)
+
+    def call(self, verb: str, resource: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """function(*args) with the API's refusals as one line: 403 names the verb and resource."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return function(*args, _request_timeout=CONNECT_SECONDS, **kwargs)
+        except ApiException as err:
+            if err.status == 403:
+                raise UsageError(f"the cluster refuses to let you {verb} {resource} in namespace {self.namespace!r} "
+                                 "(RBAC: 403 Forbidden)", hint="ask for a Role that grants it, or use another "
+                                 "--namespace") from None
+            raise
+        except HTTPError as err:
+            raise UsageError(f"cannot reach the Kubernetes API server of {self.where}: {type(err).__name__}",
+                             hint="check the cluster is up and your kubeconfig's server address") from None
+
+    def check_namespace(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.call("get", "namespaces", self.core.read_namespace, self.namespace)
+        except ApiException as err:
+            if err.status == 404:
+                raise UsageError(f"namespace {self.namespace!r} does not exist on {self.where}",
+                                 hint=f"kubectl create namespace {self.namespace}, or pass another "
+                                      "--namespace") from None
+            raise UsageError(f"the API server answered {err.status} {err.reason} for namespace "
+                             f"{self.namespace!r}") from None
+
+
+_CREATE = {"ConfigMap": ("core", "create_namespaced_config_map", "read_namespaced_config_map", "configmaps"),
+           "Service": ("core", "create_namespaced_service", "read_namespaced_service", "services"),
+           "Job": ("batch", "create_namespaced_job", "read_namespaced_job", "jobs")}
+
+
+def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
+    """Create the objects unless this submission's are there already (True when they were found, not made)."""
+    from kubernetes.client.exceptions import ApiException
+
+    request = objects[0]["metadata"]["labels"][manifests.REQUEST_LABEL]
+    found = cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
+                         label_selector=f"{manifests.REQUEST_LABEL}={request}").items
+    if found:
+        return True
+    for obj in objects:
+        api, create, read, resource = _CREATE[obj["kind"]]
+        client = getattr(cluster, api)
+        try:
+            cluster.call("create", resource, getattr(client, create), cluster.namespace, obj)
+        except ApiException as err:
+            if err.status != 409:
+                raise UsageError(f"the API server refused {obj['kind']} {obj['metadata']['name']!r}: "
+                                 f"{err.status} {err.reason}") from None
+            there = cluster.call("get", resource, getattr(client, read), obj["metadata"]["name"], cluster.namespace)
+            if (there.metadata.labels or {}).get(manifests.REQUEST_LABEL) != request:
+                raise UsageError(f"a {obj['kind']} named {obj['metadata']['name']!r} from another submission "
+                                 f"exists in namespace {cluster.namespace!r}",
+                                 hint="pick another --job-name, or delete the old job") from None
+    return False
+
+
+def delete_job(cluster: Cluster, name: str) -> int:
+    """Delete every object of job `name` (foreground: pods first); the number of objects deleted."""
+    from kubernetes import client
+
+    selector = f"{manifests.JOB_LABEL}={name}"
+    body = client.V1DeleteOptions(propagation_policy="Foreground")
+    count = 0
+    for job in cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
+                            label_selector=selector).items:
+        cluster.call("delete", "jobs", cluster.batch.delete_namespaced_job, job.metadata.name, cluster.namespace,
+                     body=body)
+        count += 1
+    for kind, lister, deleter in (("services", "list_namespaced_service", "delete_namespaced_service"),
+                                  ("configmaps", "list_namespaced_config_map", "delete_namespaced_config_map")):
+        for item in cluster.call("list", kind, getattr(cluster.core, lister), cluster.namespace,
+                                 label_selector=selector).items:
+            cluster.call("delete", kind, getattr(cluster.core, deleter), item.metadata.name, cluster.namespace)
+            count += 1
+    return count
+
+
+def job_state(jobs: list[Any]) -> tuple[str, str]:
+    """(state, reason) of a job from its Jobs' conditions: RUNNING, SUCCEEDED (the chief's Job Complete), FAILED."""
+    for job in jobs:
+        for condition in job.status.conditions or []:
+            if condition.type == "Failed" and condition.status == "True":
+                return "FAILED", f"{job.metadata.name}: {condition.message or condition.reason}"
+    chief = [j for j in jobs if (j.metadata.labels or {}).get(manifests.ROLE_LABEL) == "chief"]
+    if chief and any(c.type == "Complete" and c.status == "True" for c in chief[0].status.conditions or []):
+        return "SUCCEEDED", "the chief finished"
+    if not jobs:
+        return "CANCELLED", "the job's objects were deleted"
+    return "RUNNING", ""
+
+
+class _Logs:
+    """One thread per pod streaming its log, each line prefixed with the replica's `[role-index]`."""
+
+    def __init__(self, cluster: Cluster, say: Callable[[str], None]):
+        self.cluster, self.say = cluster, say
+        self.threads: dict[str, threading.Thread] = {}
+
+    def follow(self, pods: list[Any]) -> None:
+        for pod in pods:
+            name = pod.metadata.name
+            if name in self.threads:
+                continue
+            labels = pod.metadata.labels or {}
+            index = labels.get("batch.kubernetes.io/job-completion-index", "0")
+            replica = f"{labels.get(manifests.ROLE_LABEL, '?')}-{index}"
+            thread = threading.Thread(target=self._stream, args=(name, replica), daemon=True)
+            self.threads[name] = thread
+            thread.start()
+
+    def _stream(self, pod: str, replica: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        prefix = f"[{replica}]"
+        for _ in range(120):
+            try:
+                response = self.cluster.core.read_namespaced_pod_log(pod, self.cluster.namespace, follow=True,
+                                                                     _preload_content=False)
+                break
+            except ApiException as err:
+                if err.status != 400:  # 400: the container is still waiting to start
+                    return
+                time.sleep(1)
+        else:
+            return
+        pending = b""
+        for chunk in response.stream(4096):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self.say(f"{prefix} {line.decode(errors='replace')}")
+        if pending:
+            self.say(f"{prefix} {pending.decode(errors='replace')}")
+
+    def join(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        for thread in self.threads.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: threading.Event) -> KubeOutcome:
+    """Stream the job's logs until its state is final (see the module docstring)."""
+    started = time.monotonic()
+    logs = _Logs(cluster, say)
+    selector = f"{manifests.JOB_LABEL}={name}"
+    state, reason = "RUNNING", ""
+    while state == "RUNNING":
+        if cancelled.is_set():
+            delete_job(cluster, name)
+            return KubeOutcome(name, "CANCELLED", time.monotonic() - started, "cancelled")
+        logs.follow(cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items)
+        state, reason = job_state(cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items)
+        if state == "RUNNING":
+            cancelled.wait(0.5)
+    if state == "SUCCEEDED":
+        deadline = time.monotonic() + GRACE_SECONDS
+        while time.monotonic() < deadline:
+            jobs = cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items
+            if all(any(c.status == "True" and c.type in ("Complete", "Failed") for c in j.status.conditions or [])
+                   for j in jobs):
+                break
+            time.sleep(0.5)
+        else:
+            say(f"replicas still running {GRACE_SECONDS} s after the chief ended are deleted")
+            delete_job(cluster, name)
+    elif state == "FAILED":
+        delete_job(cluster, name)
+    logs.join(10)
+    return KubeOutcome(name, state, time.monotonic() - started, reason)
