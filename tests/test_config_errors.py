@@ -141,7 +141,7 @@ CASES = [
      "seconds"),
     ("--max-runtime 2 hours", "invalid value for arguments: received 'hours'; expected options only; put trainer "
      "arguments after --: … -- hours"),
-    ("--format json", "invalid value for --format: received 'json'; expected vertex or legacy"),
+    ("--format json", "invalid value for --format: received 'json'; expected vertex or legacy or kubernetes"),
     ("--gpus 1 --gpu-type NVIDIA_L4 --format legacy", "invalid value for --format legacy: NVIDIA_L4 (chief "
      "g2-standard-4) is not available on legacy AI Platform; it offers NVIDIA_TESLA_K80, NVIDIA_TESLA_P4, "
      "NVIDIA_TESLA_P100, NVIDIA_TESLA_V100, NVIDIA_TESLA_T4, NVIDIA_TESLA_A100, TPU_V2, TPU_V3; use --format "

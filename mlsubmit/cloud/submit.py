@@ -129,14 +129,16 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
 
 
 def stage(submission: Submission, *, check: bool = True, retry: Any = None, show_progress: bool = False,
-          say: Callable[[str], None] = lambda text: None) -> Any:
+          say: Callable[[str], None] = lambda text: None, checked: Callable[[], None] = lambda: None) -> Any:
     """Build the sdist and put it at its content-addressed URI, unless that object is already there: then nothing
     is built, pre-flighted or sent (its name holds the sha256 of its bytes; its size is checked). mlsubmit-runtime,
     when the package uses it, is staged the same way first (never pre-flighted: it is mlsubmit's own).
+    `checked()` is called once the image check passed, before anything is sent (a refusal stays one line).
     Returns the package's mlsubmit.packaging.StagedPackage."""
     if check:  # the image's Python and packages, before anything is uploaded (once per sha256 and image)
         from mlsubmit.jobspec.image_check import check_plan
         check_plan(submission.spec, submission.package, say=say)
+    checked()
     if submission.runtime is not None:
         runtime = _stage_one(submission, submission.runtime, check=False, retry=retry, show_progress=show_progress,
                              say=say)

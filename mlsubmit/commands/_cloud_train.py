@@ -125,18 +125,23 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     for item in submission.package.plan.excluded_secrets:  # credentials, and links that leave the package
         typer.secho(f"warning: {item.warning()}", fg="yellow", err=True)
-    for line in estimate:  # before anything is sent
-        _say(line)
+    def say_estimate() -> None:  # before anything is sent, after the checks that refuse in one line
+        for line in estimate:
+            _say(line)
+
     if backends:
         from mlsubmit.commands._backends_train import submit_backends
 
+        say_estimate()
         return submit_backends(submission, backends, cloud_flags, mode=mode, render_dry_run=_render_dry_run)
     if cloud_flags.get("dry_run"):
+        say_estimate()
         _render_dry_run(submission)
         return
     service = service_of(api, settings)
     service = tuning_service(service) if tuning is not None else service
-    staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say)
+    staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say,
+                              checked=say_estimate)
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
     status = create_once(submission, service)

@@ -25,9 +25,7 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
     spec = local_spec({**spec_flags, "spot": None, "max_cost": None})
     if spec_flags.get("spot"):
         spec = spec.replace(spot=True)
-    spec, estimate = budgeted(spec, spec_flags, catalog="compute")
-    for line in estimate:
-        typer.echo(line, err=True)
+    spec, estimate = budgeted(spec, spec_flags, catalog="compute")  # said once the checks passed (one-line refusals)
     if spec.job_dir and "://" not in spec.job_dir:  # a path the pods share with this machine (a volume, a test)
         import os
 
@@ -47,6 +45,8 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
 
         raise UsageError("--target kubernetes submits Indexed Jobs; a JobSet is written by "
                          "`mlsubmit config --format kubernetes --k8s-api jobset` for `kubectl apply`")
+    for line in estimate:
+        typer.echo(line, err=True)
     found = kube.create_once(cluster, objects)
     typer.echo(f"job {name} {'found (this submission ran before)' if found else 'created'} in namespace "
                f"{namespace} on {cluster.where}: {', '.join(o['kind'] + '/' + o['metadata']['name'] for o in objects)}")

@@ -4,9 +4,11 @@ process group id (each is started in a session of its own: its daemons, executor
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ class Cluster:
     target: str  # what `train --target` is given
     processes: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # what `mlsubmit train` needs beside it (PYSPARK_PYTHON)
+    scratch: list[Path] = field(default_factory=list)  # removed once the processes are gone
 
     def stop(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -36,6 +39,8 @@ class Cluster:
             deadline = time.monotonic() + 10
             while any(p.poll() is None for p in self.processes) and time.monotonic() < deadline:
                 time.sleep(0.1)
+        for path in self.scratch:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -76,9 +81,9 @@ def ray_cluster(tmp: Path, cpus: int = 3) -> Cluster:
     gcs, client, log = free_port(), free_port(), tmp / "ray.log"
     low = 20000 + (os.getpid() % 400) * 100
     env = {**_env(tmp / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
-    temp = tmp / "ray"
-    temp.mkdir(exist_ok=True)
-    cluster = Cluster(f"ray://127.0.0.1:{client}")
+    # Ray's session sockets must fit AF_UNIX's 107 bytes: a short directory, not the test's deep tmp path
+    temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    cluster = Cluster(f"ray://127.0.0.1:{client}", scratch=[temp])
     cluster.processes.append(_start([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                                      f"--port={gcs}", f"--ray-client-server-port={client}",
                                      f"--min-worker-port={low}", f"--max-worker-port={low + 99}",
