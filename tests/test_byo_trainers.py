@@ -24,6 +24,7 @@ from mlsubmit.errors import UsageError
 from mlsubmit.packaging import plan_sdist
 from mlsubmit.packaging.frontend import cause, normalise
 from mlsubmit.packaging.requirements_txt import read_requirements_txt, split_requirements
+from mlsubmit.jobspec import carried
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 
@@ -265,7 +266,7 @@ def test_extra_packages_are_staged_beside_the_package_and_listed_after_it(cloud,
                      "--requirements", "six")
     assert done.code == 0, done.stderr
     body = json.loads(done.stdout[done.stdout.index("{"):done.stdout.index("\npackage ")])
-    uris = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    uris = carried.program(body["jobSpec"]["workerPoolSpecs"][0])["packageUris"]
     assert uris[0].endswith("/linear_model-2.0.0.tar.gz") and uris[2] == f"gs://{cloud.bucket}/deps/dep-2.0.whl"
     assert uris[1].startswith(f"gs://{cloud.bucket}/packages/") and uris[1].endswith("/helpers-1.0.tar.gz")
     assert cloud.objects() == []  # a dry run sends nothing

@@ -44,7 +44,9 @@ def test_subprocess_output_is_the_vertex_custom_job_spec():
                                                              "acceleratorType": "NVIDIA_TESLA_T4",
                                                              "acceleratorCount": 4}
     assert document["workerPoolSpecs"][0]["replicaCount"] == "1"
-    assert document["workerPoolSpecs"][0]["pythonPackageSpec"]["args"] == ["--epochs", "3"]
+    container = document["workerPoolSpecs"][0]["containerSpec"]  # the package on the public TensorFlow image
+    assert (container["imageUri"], container["args"]) == ("tensorflow/tensorflow:2.21.0-gpu", ["--epochs", "3"])
+    assert "this file names no package: add --package-uris" in result.stderr  # its command has nothing to install
 
 
 def test_invalid_spec_in_a_real_process_is_one_red_line_and_exit_2():
@@ -79,7 +81,11 @@ def test_migration_prints_the_document_and_warns_on_stderr(tmp_path):
     assert result.stderr.split("cost estimate (")[0].splitlines() == [  # then the estimate (#24)
         "warning: trainingInput.scheduling.maxWaitTime: has no place in a JobSpec; not mapped",
         "warning: chief: n1-standard-8 + 1 NVIDIA_TESLA_K80 becomes n1-standard-8 + 1 NVIDIA_TESLA_T4 on Vertex AI "
-        "(NVIDIA_TESLA_K80 reached end of support on Vertex AI)"]
+        "(NVIDIA_TESLA_K80 reached end of support on Vertex AI)",
+        "warning: the package runs on tensorflow/tensorflow:2.21.0-gpu as a custom container that pip-installs it "
+        "from /gcs/ (Vertex AI serves no prebuilt TensorFlow training image any more), but this file names no package: "
+        "add --package-uris gs://…/PACKAGE.tar.gz (`mlsubmit package --stage` prints it; gcloud's "
+        "--python-package-uris does not reach a container)"]
     assert result.stdout.startswith("# gcloud ai custom-jobs create --region us-central1 --display-name NAME "
                                     "--config FILE\n")
     back = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "legacy", "--region", "us-east1"])

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mlsubmit.jobspec import carried
+
 from mlsubmit.jobspec import configs_gen
 from mlsubmit.jobspec.discovery import validate
 
@@ -52,5 +54,5 @@ def test_vertex_configs_pass_the_job_dir_as_base_output_directory_never_as_an_ar
     document = yaml.safe_load(path.read_text())
     document = document.get("trialJobSpec", document)  # a tuning job's trials run this CustomJobSpec
     assert document["baseOutputDirectory"]["outputUriPrefix"].startswith("gs://")
-    args = [a for pool in document["workerPoolSpecs"] if pool for a in pool["pythonPackageSpec"].get("args", [])]
+    args = [a for pool in document["workerPoolSpecs"] if pool for a in carried.program(pool).get("args", [])]
     assert not any(a.startswith("--job-dir") for a in args)

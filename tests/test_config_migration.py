@@ -151,8 +151,8 @@ def test_vertex_containers_come_back_from_a_vertex_config(tmp_path):
     ("trainingInput:\n  scaleTier: CUSTOM\n  workerCount: 2\n  region: us-central1\n",
      "scaleTier CUSTOM requires masterType (the legacy API refused such a job); received no masterType"),
     ("trainingInput:\n  scaleTier: BASIC\n  runtimeVersion: '1.14'\n",
-     "no prebuilt TensorFlow 1.14 CPU training image; Vertex AI serves no prebuilt TensorFlow CPU training "
-     "image any more"),
+     "no prebuilt TensorFlow 1.14 CPU training image; nearest that Vertex AI still runs: "
+     "trainingInput.runtimeVersion: 2.21"),
     ("trainingInput:\n  masterConfig: {imageUri: gcr.io/p/i}\n  runtimeVersion: '2.11'\n",
      "a custom container (gcr.io/p/i) fixes the software a job runs; received also --runtime-version 2.11"),
 ])

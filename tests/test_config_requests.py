@@ -27,23 +27,42 @@ def cluster() -> JobSpec:
 
 
 def test_vertex_custom_job_body(cluster):
-    package = {"executorImageUri": IMAGE.format("gpu"), "packageUris": ["gs://bkt/trainer-0.1.0.tar.gz"],
-               "pythonModule": "trainer.task", "args": ["--epochs", "3"]}  # Vertex AI adds no --job-dir
+    """No TensorFlow prebuilt training image is served any more: by default the package runs on the public
+    tensorflow/tensorflow image as a custom container that installs it from /gcs/ and runs the module with exactly the
+    user's arguments."""
+    script = ("set -e; python -m pip install --no-cache-dir --disable-pip-version-check /gcs/bkt/trainer-0.1.0.tar.gz; "
+              'exec python -m trainer.task "$@"')
+    container = {"command": ["sh", "-c", script, "python-package"], "args": ["--epochs", "3"]}
     gpu_machine = {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}
     assert requests.vertex_custom_job(cluster) == {
         "displayName": "census_1", "labels": {"team": "ml"},
         "jobSpec": {"workerPoolSpecs": [
-            {"machineSpec": gpu_machine, "replicaCount": "1", "pythonPackageSpec": package},
-            {"machineSpec": gpu_machine, "replicaCount": "2", "pythonPackageSpec": package},
+            {"machineSpec": gpu_machine, "replicaCount": "1",
+             "containerSpec": {"imageUri": "tensorflow/tensorflow:2.21.0-gpu", **container}},
+            {"machineSpec": gpu_machine, "replicaCount": "2",
+             "containerSpec": {"imageUri": "tensorflow/tensorflow:2.21.0-gpu", **container}},
             {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-             "pythonPackageSpec": {**package, "executorImageUri": IMAGE.format("cpu")}}],
+             "containerSpec": {"imageUri": "tensorflow/tensorflow:2.21.0", **container}}],
             "baseOutputDirectory": {"outputUriPrefix": "gs://bkt/census"}, "scheduling": {"timeout": "7200s"}}}
+
+
+def test_a_served_prebuilt_image_keeps_the_python_package_spec_and_a_carrier_body_reads_back(cluster):
+    sklearn = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    pools = requests.vertex_custom_job(cluster.replace(executor_image=sklearn))["jobSpec"]["workerPoolSpecs"]
+    assert [pool["pythonPackageSpec"]["executorImageUri"] for pool in pools] == [sklearn] * 3
+    assert pools[0]["pythonPackageSpec"]["packageUris"] == ["gs://bkt/trainer-0.1.0.tar.gz"]
+    draft, notes = drafts.draft_from_vertex(requests.vertex_custom_job(cluster))
+    back = build_spec(draft)
+    assert (back.package_uris, back.args, back.python_module) == (cluster.package_uris, cluster.args, "trainer.task")
+    assert requests.vertex_custom_job(back.replace(job_name="census_1", labels=cluster.labels)) == \
+        requests.vertex_custom_job(cluster)
+    assert not any("containerSpec" in note for note in notes)
 
 
 def test_env_goes_to_every_vertex_pool_round_trips_and_is_refused_for_legacy(cluster):
     with_env = cluster.replace(env=(("LOG_LEVEL", "debug"), ("SEED", "1")))
     pools = requests.vertex_custom_job(with_env)["jobSpec"]["workerPoolSpecs"]
-    assert all(p["pythonPackageSpec"]["env"] == [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "SEED", "value": "1"}]
+    assert all(p["containerSpec"]["env"] == [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "SEED", "value": "1"}]
                for p in pools)
     draft, notes = drafts.draft_from_vertex(requests.vertex_custom_job(with_env))
     assert build_spec(draft).env == with_env.env and not any("env" in note for note in notes)

@@ -9,6 +9,7 @@ import json
 import pytest
 from googleapiclient.errors import HttpError
 
+from mlsubmit.jobspec import carried
 from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
 from mlsubmit.jobspec.spec import JobSpec, Pool
 
@@ -17,6 +18,9 @@ PARENT = f"projects/{PROJECT}/locations/us-central1"
 VERTEX_PATH = f"/v1/{PARENT}/customJobs"
 
 pytest_plugins = ["support.training_emulator"]  # fixtures: training_emulator, task_package, emulator_home
+
+
+SKLEARN = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 
 
 def vertex_body(uri: str, name: str = "api-job", labels=(), args=("--lines", "0")) -> dict:
@@ -50,8 +54,15 @@ def test_invalid_bodies_get_400_naming_the_field(training_emulator, task_package
     body = vertex_body(uri)
     body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] = "n1-standard-3"
     cases.append((body, "jobSpec.workerPoolSpecs[0].machineSpec.machineType", "n1-standard-3"))
+    body = vertex_body(uri)  # the package on the public TensorFlow image: its URIs are in the container's command
+    pool = body["jobSpec"]["workerPoolSpecs"][0]
+    carried.set_program(pool, {**carried.program(pool), "packageUris": [uri.replace(".tar.gz", "-x.tar.gz")]})
+    cases.append((body, "jobSpec.workerPoolSpecs[0].containerSpec.command", "does not exist"))
     body = vertex_body(uri)
-    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] = [uri.replace(".tar.gz", "-x.tar.gz")]
+    pool = body["jobSpec"]["workerPoolSpecs"][0]
+    pool["pythonPackageSpec"] = {**carried.program(pool), "executorImageUri": SKLEARN,
+                                 "packageUris": [uri.replace(".tar.gz", "-x.tar.gz")]}
+    del pool["containerSpec"]
     cases.append((body, "jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris[0]", "does not exist"))
     body = vertex_body(uri)
     body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"] = {"imageUri": "gcr.io/x/y"}

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 import pytest
+from mlsubmit.jobspec import carried
 from support.training_emulator import stage_package
 
 pytest_plugins = ["support.training_emulator"]  # fixtures: training_emulator, emulator_home
@@ -83,7 +84,7 @@ def test_a_grid_study_runs_every_point_two_at_a_time(training_emulator, hp_packa
     assert peak <= 2
     # each trial is a CustomJob with its values as --name=value and the hypertune environment
     job = training_emulator.vertex_jobs().get(name=points[(17, "sgd")]["customJob"]).execute()
-    package = job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    package = carried.program(job["jobSpec"]["workerPoolSpecs"][0])
     assert package["args"] == ["--units=17", "--optimizer=sgd"]
     assert {e["name"] for e in package["env"]} == {"CLOUD_ML_TRIAL_ID", "CLOUD_ML_HP_METRIC_FILE"}
 

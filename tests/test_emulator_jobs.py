@@ -15,6 +15,7 @@ from support.training_emulator import TrainingEmulator
 
 from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
 from mlsubmit.jobspec.spec import JobSpec, Pool
+from mlsubmit.jobspec import carried
 
 PROJECT, REGION = "emu-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
@@ -50,7 +51,8 @@ def env_of(entries: list[dict], task: str) -> dict:
 def test_vertex_cluster_job_gets_chief_cluster_spec_and_aip_dirs(training_emulator, task_package):
     bucket, uri = task_package
     body = vertex_custom_job(spec(uri, bucket, "--lines", "40", workers=1, name="vertex-env"))
-    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [{"name": "GREETING", "value": "hi"}]
+    pool = body["jobSpec"]["workerPoolSpecs"][0]  # a pythonPackageSpec or the package on a public image
+    carried.set_program(pool, {**carried.program(pool), "env": [{"name": "GREETING", "value": "hi"}]})
     job = run_vertex(training_emulator, body)
     assert job["state"] == "JOB_STATE_SUCCEEDED", job
     assert job["createTime"] <= job["startTime"] <= job["endTime"]

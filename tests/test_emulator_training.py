@@ -11,6 +11,7 @@ from support.training_emulator import ROOT, stage_packages
 
 from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
 from mlsubmit.jobspec.spec import JobSpec
+from mlsubmit.jobspec import carried
 
 PROJECT = "train-project"
 pytestmark = pytest.mark.slow
@@ -53,7 +54,8 @@ def test_a_vertex_and_a_legacy_trainer_job_succeed_and_write_artifacts(training_
     body = vertex_custom_job(JobSpec(job_name="trainer-vertex", job_dir=vertex_dir, package_uris=trainer_uris,
                                      args=("--dry-run",)))
     # as Vertex AI users write it: no --job-dir; the trainer reads AIP_MODEL_DIR under baseOutputDirectory
-    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"] = ["--dry-run"]
+    pool = body["jobSpec"]["workerPoolSpecs"][0]  # a pythonPackageSpec or the package on a public image
+    carried.set_program(pool, {**carried.program(pool), "args": ["--dry-run"]})
     vertex = training_emulator.vertex_jobs()
     created = vertex.create(parent=f"projects/{PROJECT}/locations/us-central1", body=body).execute()
     legacy = training_emulator.legacy_jobs()

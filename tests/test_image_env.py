@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mlsubmit.jobspec import carried
 
 pytest_plugins = ["support.training_emulator"]
 pytestmark = pytest.mark.slow
@@ -37,14 +38,16 @@ def _metrics(job_dir: Path) -> dict:
     return json.loads(found.read_text())
 
 
-def test_bundled_and_keras2_trainers_run_on_the_217_image_and_install_cleanly(tmp_path, images_home):
+def test_bundled_trainer_on_the_default_public_image_and_keras2_on_the_217_image_install_cleanly(tmp_path,
+                                                                                                images_home):
+    # no image named: the default, the public TensorFlow 2.21 image the package runs on as a custom container
     done = _train(ROOT / "trainer", "--job-dir", "bundled", "--", "--dry-run", cwd=tmp_path)
-    assert "installed on image tf-cpu.2-17.py310: Python 3.10" in done.stdout or "no Python 3.10" in done.stdout
-    assert "tensorflow 2.17.1" in done.stdout and "tensorboard 2.17.1" in done.stdout
-    assert _metrics(tmp_path / "bundled")["tensorflow_version"] == "2.17.1"
+    assert "installed on image tensorflow/tensorflow:2.21.0: Python 3.11" in done.stdout, done.stdout[-2000:]
+    assert "tensorflow 2.21.0" in done.stdout and "retired" not in done.stdout and "warning" not in done.stdout
+    assert _metrics(tmp_path / "bundled")["tensorflow_version"] == "2.21.0"
     assert "trainer-0.1.0.tar.gz (sha256 " in done.stdout and " after mlsubmit_runtime-" in done.stdout
     venv = Path(re.search(r"\(venv (/\S+)\)$", done.stdout, re.M).group(1)) / "bin" / "python"
-    assert venv.is_relative_to(images_home / "tf-cpu.2-17.py310" / "jobs")
+    assert venv.is_relative_to(images_home / "tensorflow_tensorflow_2.21.0" / "jobs")
     checked = subprocess.run([str(venv), "-m", "pip", "check"], capture_output=True, text=True)
     assert checked.returncode == 0 and "No broken requirements found" in checked.stdout, checked.stdout
 
@@ -57,8 +60,10 @@ def test_bundled_and_keras2_trainers_run_on_the_217_image_and_install_cleanly(tm
     digits_npz(tmp_path / "data" / "digits.npz")
     (tmp_path / "trainer").mkdir()
     (tmp_path / "trainer" / "__init__.py").write_text("raise SystemExit('the working tree shadowed the package')\n")
-    done = _train(ROOT / "trainer", "--job-dir", "relative", "--", "--data", "data/digits.npz", "--model", "dense",
-                  "--epochs", "1", "--steps-per-epoch", "2", cwd=tmp_path)
+    done = _train(ROOT / "trainer", "--job-dir", "relative", "--runtime-version", "2.17", "--", "--data",
+                  "data/digits.npz", "--model", "dense", "--epochs", "1", "--steps-per-epoch", "2", cwd=tmp_path)
+    assert "installed on image tf-cpu.2-17.py310: Python 3.10" in done.stdout or "no Python 3.10" in done.stdout
+    assert "tensorboard 2.17.1" in done.stdout and "end of availability was 2026-07-11" in done.stdout  # said, run
     assert _metrics(tmp_path / "relative")["tensorflow_version"] == "2.17.1"
 
     # a legacy-era trainer (--job-dir required): legacy AI Platform passes it
@@ -81,8 +86,9 @@ def test_an_emulator_job_prepares_on_its_image_and_its_logs_say_what_ran(gcs_emu
     body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="keras2",
                                      job_dir=f"gs://{bucket}/out", package_uris=(uri,), runtime_version="2.17",
                                      python_module="kerastwo.task", args=("--job-dir", f"gs://{bucket}/out")))
-    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [{"name": "TF_USE_LEGACY_KERAS",
-                                                                          "value": "1"}]
+    pool = body["jobSpec"]["workerPoolSpecs"][0]  # a pythonPackageSpec or the package on a public image
+    carried.set_program(pool, {**carried.program(pool), "env": [{"name": "TF_USE_LEGACY_KERAS",
+                                                                          "value": "1"}]})
     monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
     with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
         parent = "projects/p/locations/us-central1"

@@ -33,11 +33,13 @@ def test_runtime_and_python_versions_map_to_real_images(version, kind, python, n
 
 
 @pytest.mark.parametrize("version, kind, python, message", [
-    # no version is proposed: every TensorFlow training image has reached its end of availability (2026-07-11)
-    ("2.10", "cpu", None, "no prebuilt TensorFlow 2.10 CPU training image; Vertex AI serves no prebuilt TensorFlow "
-                          "CPU training image any more: run the job as a custom container"),
-    ("1.14", "cpu", None, "no prebuilt TensorFlow 1.14 CPU training image; Vertex AI serves no prebuilt"),
-    ("2.0", "gpu", None, "no prebuilt TensorFlow GPU training image any more"),
+    # every prebuilt TensorFlow training image has reached its end of availability (2026-07-11): the nearest that
+    # still runs is the public tensorflow/tensorflow image mlsubmit runs the package on (a custom container)
+    ("2.10", "cpu", None, "no prebuilt TensorFlow 2.10 CPU training image; nearest that Vertex AI still runs: "
+                          "--runtime-version 2.21"),
+    ("1.14", "cpu", None, "no prebuilt TensorFlow 1.14 CPU training image; nearest that Vertex AI still runs: "
+                          "--runtime-version 2.21"),
+    ("2.0", "gpu", None, "TensorFlow 2.0 GPU training image; nearest that Vertex AI still runs: --runtime-version 2.21"),
     ("2.17", "tpu", None, "TensorFlow 2.17 TPU training image; Vertex AI serves no prebuilt TensorFlow TPU"),
     ("1.15", "cpu", "2.7", "received '2.7'; the TensorFlow 1.15 CPU image has Python 3.7; use --python-version 3.7"),
 ])
@@ -56,7 +58,10 @@ def test_pins_come_from_the_frameworks_own_requirements():
     assert images.tensorflow_image("2.11", python="3.7").pin("protobuf") == ">=3.9.2,<3.20"
     assert images.find("us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest").pin("scikit-learn") == "==1.6.1"
     for image in images.IMAGES:  # every entry names its Python and its framework's own package
-        assert image.python in ("3.7", "3.8", "3.10") and image.pins, image.name
+        assert image.python in ("3.7", "3.8", "3.10", "3.11" if image.carrier else "-") and image.pins, image.name
+    carrier = images.tensorflow_image("2.21")  # tensorflow 2.21.0's own Requires-Dist; no tensorboard any more
+    assert (carrier.uri, carrier.python, carrier.pin("keras"), carrier.pin("protobuf"), carrier.pin("tensorboard")) == \
+        ("tensorflow/tensorflow:2.21.0", "3.11", ">=3.12.0", ">=6.31.1,<8.0.0", None)
     for version in ("2.8", "2.9", "2.11"):  # their metadata says numpy>=1.20 only; numpy 2 breaks them
         assert images.tensorflow_image(version).pin("numpy") == ">=1.20,<1.24"
     assert images.runtime_of("us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest") is None
@@ -70,7 +75,7 @@ def test_vertex_documents_use_the_table():
     assert (legacy["runtimeVersion"], legacy["pythonVersion"]) == ("2.8", "3.7")
     with pytest.raises(UsageError) as raised:
         requests.vertex_job_spec(build_spec(SpecDraft(runtime_version="2.10")))
-    assert raised.value.hint.startswith("Vertex AI serves no prebuilt TensorFlow CPU training image any more")
+    assert raised.value.hint == "nearest that Vertex AI still runs: --runtime-version 2.21"
     # the legacy API had runtime 2.10; only the Vertex image is missing
     assert requests.legacy_training_input(build_spec(SpecDraft(runtime_version="2.10")))["runtimeVersion"] == "2.10"
 
@@ -80,7 +85,7 @@ def test_config_refuses_images_that_do_not_exist_in_one_line():
     made_up = runner.invoke(app, ["config", "--executor-image",
                                   "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-10.py310:latest"])
     assert made_up.exit_code == 2 and made_up.stdout == ""
-    assert made_up.stderr.count("\n") == 1 and "run the job as a custom container" in made_up.stderr
+    assert made_up.stderr.count("\n") == 1 and "still runs: --runtime-version 2.21" in made_up.stderr
     old = runner.invoke(app, ["config", "--runtime-version", "2.0"])
     assert old.exit_code == 2 and old.stderr.count("\n") == 1 and "TensorFlow 2.0 CPU" in old.stderr
     gpu = runner.invoke(app, ["config", "--runtime-version", "2.11", "--python-version", "3.7", "--gpus", "1"])
@@ -181,7 +186,8 @@ def test_every_image_knows_its_lifecycle_and_a_retired_one_names_the_way_out():
     assert (gone.end_of_availability, images.available(gone, date(2024, 11, 14))) == ("2024-11-15", True)
     assert not images.available(gone, date(2024, 11, 15))
     for image in images.IMAGES:  # a date or a reason, for every entry
-        assert image.lifecycle_source and (image.end_of_availability or image.framework != "tensorflow"), image.name
+        assert image.lifecycle_source and (image.end_of_availability or image.framework != "tensorflow"
+                                           or image.carrier), image.name
     newest = images.tensorflow_image("2.17")
     assert images.available(newest, date(2026, 7, 10)) and not images.available(newest, date(2026, 11, 25))
     # while a TensorFlow image was still served, a retired one pointed at the nearest of them
@@ -189,14 +195,18 @@ def test_every_image_knows_its_lifecycle_and_a_retired_one_names_the_way_out():
     assert earlier.one_line() == (
         "tf-cpu.2-12.py310 is no longer served by Vertex AI: its end of availability was 2025-06-30 (by Google's "
         "'Supported frameworks' table); use us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest "
-        "(tensorflow 2.15, Python 3.10)")
-    # today none is: the way out is a custom container
+        "(tensorflow 2.15, Python 3.10): --runtime-version 2.15 or --executor-image "
+        "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest")
+    # today none is: the way out is the public image mlsubmit runs the package on as a custom container
     now = images.retired(newest, date(2026, 11, 25))
-    assert "end of availability was 2026-07-11" in now.one_line() and "custom container" in now.hint
+    assert "end of availability was 2026-07-11" in now.one_line() and now.hint == (
+        "use tensorflow/tensorflow:2.21.0 (tensorflow 2.21, Python 3.11; mlsubmit runs your package on it as a custom "
+        "container): --runtime-version 2.21 or --executor-image tensorflow/tensorflow:2.21.0")
+    assert images.available(images.tensorflow_image("2.21", "gpu")) and images.DEFAULT_TENSORFLOW == "2.21"
     assert images.retired(images.find("us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest")) is None
 
 
 def test_a_made_up_spelling_is_never_corrected_to_a_retired_image():
     with pytest.raises(UsageError) as raised:
         build_spec(SpecDraft(executor_image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py39:latest"))
-    assert "tf-cpu.2-11" not in (raised.value.hint or "") and "custom container" in raised.value.hint
+    assert "tf-cpu.2-11" not in (raised.value.hint or "") and "tensorflow/tensorflow:2.21.0" in raised.value.hint

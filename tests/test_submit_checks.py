@@ -8,6 +8,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from mlsubmit.jobspec import carried
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port
@@ -25,10 +26,10 @@ def test_dry_run_needs_no_credentials_and_no_network(cloud):
     body = json.JSONDecoder().raw_decode(rest)[0]
     chief, worker = body["jobSpec"]["workerPoolSpecs"]
     assert chief["machineSpec"]["acceleratorCount"] == 2 and worker["replicaCount"] == "1"
-    package = chief["pythonPackageSpec"]
+    package = carried.program(chief)
     assert package["args"] == ["--epochs", "1"]  # exactly the user's: Vertex AI passes nothing else
     assert body["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": f"gs://{cloud.bucket}/jobs/sweep_1"}
-    assert package["env"] == [{"name": "LOG_LEVEL", "value": "debug"}] == worker["pythonPackageSpec"]["env"]
+    assert package["env"] == [{"name": "LOG_LEVEL", "value": "debug"}] == carried.program(worker)["env"]
     runtime, trainer = package["packageUris"]  # the trainer requires mlsubmit-runtime: staged first, beside it
     assert runtime.startswith(f"gs://{cloud.bucket}/packages/") and runtime.endswith("/mlsubmit_runtime-0.1.0.tar.gz")
     assert trainer.endswith("/trainer-0.1.0.tar.gz")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from mlsubmit.jobspec import carried
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 pytestmark = pytest.mark.slow
@@ -43,8 +44,8 @@ def test_gpu_job_on_vertex_and_on_legacy_streams_logs_to_succeeded_with_artifact
     pool = created["jobSpec"]["workerPoolSpecs"][0]
     assert pool["machineSpec"] == {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
                                    "acceleratorCount": 2}
-    assert pool["pythonPackageSpec"]["args"] == ["--dry-run"]  # the trainer found its dir through AIP_MODEL_DIR
-    assert [uri.rsplit("/", 1)[1] for uri in pool["pythonPackageSpec"]["packageUris"]] == [
+    assert carried.program(pool)["args"] == ["--dry-run"]  # the trainer found its dir through AIP_MODEL_DIR
+    assert [uri.rsplit("/", 1)[1] for uri in carried.program(pool)["packageUris"]] == [
         "mlsubmit_runtime-0.1.0.tar.gz", "trainer-0.1.0.tar.gz"]  # the runtime the trainer requires, beside it
     (legacy_job,) = cloud.legacy_jobs()
     assert legacy_job["trainingInput"]["masterConfig"]["acceleratorConfig"] == {"count": "2",

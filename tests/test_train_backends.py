@@ -17,6 +17,7 @@ import pytest
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 
 from mlsubmit.errors import UsageError
+from mlsubmit.jobspec import carried
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "trainers" / "keras3_backends" / "trainer"
@@ -118,14 +119,14 @@ def test_three_backends_make_three_schema_valid_bodies_with_their_env_packages_a
         assert job.body["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"] == \
             f"{first.spec.job_dir}/{job.keras_backend}"
         for pool in job.body["jobSpec"]["workerPoolSpecs"]:
-            package = pool["pythonPackageSpec"]
+            package = carried.program(pool)
             assert package["env"] == [{"name": "A", "value": "1"}, {"name": "KERAS_BACKEND",
                                                                     "value": job.keras_backend}]
             assert package["args"] == ["--epochs", "2"]  # exactly the user's
             assert package["packageUris"][-1] == trainer
     tf_job, jax_job, torch_job = jobs
-    assert [len(p["pythonPackageSpec"]["packageUris"]) for p in tf_job.body["jobSpec"]["workerPoolSpecs"]] == [1, 1]
-    gpu_pool, cpu_pool = (p["pythonPackageSpec"]["packageUris"] for p in jax_job.body["jobSpec"]["workerPoolSpecs"])
+    assert [len(carried.program(p)["packageUris"]) for p in tf_job.body["jobSpec"]["workerPoolSpecs"]] == [1, 1]
+    gpu_pool, cpu_pool = (carried.program(p)["packageUris"] for p in jax_job.body["jobSpec"]["workerPoolSpecs"])
     by_uri = {dry.uri: dry.plan.metadata.requires for dry in jax_job.backend_packages}
     assert by_uri[gpu_pool[0]] == ("jax[cuda12]",) and by_uri[cpu_pool[0]] == ("jax",)
     assert [p.plan.metadata.requires for p in torch_job.backend_packages] == [("torch",)]
@@ -334,7 +335,7 @@ def test_cloud_jobs_per_backend_run_on_the_emulator_with_their_packages_and_a_re
     assert set(jobs) == {"bk_jax", "bk_torch"}
     for name, job in ((n, jobs[f"bk_{n}"]) for n in ("jax", "torch")):
         assert job["state"] == "JOB_STATE_SUCCEEDED"
-        package = job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+        package = carried.program(job["jobSpec"]["workerPoolSpecs"][0])
         assert [uri.rsplit("/", 1)[1] for uri in package["packageUris"]] == [
             f"mlsubmit_keras_{name}-1.0.tar.gz", "keras3_backends_trainer-0.1.tar.gz"]
         assert package["env"] == [{"name": "KERAS_BACKEND", "value": name}]

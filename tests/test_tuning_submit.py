@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mlsubmit.jobspec import carried
 from support.hypertune_package import expected_mse, make_hp_project
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
@@ -83,7 +84,7 @@ def test_train_creates_a_vertex_tuning_job_and_jobs_show_its_trials(cloud, hp_pr
                              f"{study_id}").execute()
     assert study["state"] == "JOB_STATE_SUCCEEDED" and study["labels"]["mlsubmit_request_id"]
     assert _peak(study["trials"]) <= 2
-    package = study["trialJobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    package = carried.program(study["trialJobSpec"]["workerPoolSpecs"][0])
     assert package["pythonModule"] == "hptrainer.task"
     # each trial is a CustomJob writing under <job dir>/<trial id> (its AIP_MODEL_DIR), as the service runs it
     trial = next(t for t in study["trials"] if t["id"] == "2")

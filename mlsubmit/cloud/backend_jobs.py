@@ -23,7 +23,7 @@ from typing import Any
 from mlsubmit.targets.base import REQUEST_LABEL
 from mlsubmit.cloud.submit import Submission
 from mlsubmit.errors import UsageError
-from mlsubmit.jobspec import keras_backends, machines
+from mlsubmit.jobspec import carried, keras_backends, machines
 
 LABEL = "mlsubmit_keras_backend"
 
@@ -67,7 +67,7 @@ def backend_body(body: dict[str, Any], *, api: str, backend: str, trainer_uri: s
         prefix = job_spec["baseOutputDirectory"]["outputUriPrefix"].rstrip("/")
         job_spec["baseOutputDirectory"] = {"outputUriPrefix": f"{prefix}/{backend}"}
     for pool in job_spec["workerPoolSpecs"]:
-        package = pool.get("pythonPackageSpec")
+        package = carried.program(pool)  # a pythonPackageSpec, or a package run on a public image
         if package is None:
             continue
         env = [item for item in package.get("env", []) if item["name"] != keras_backends.VARIABLE]
@@ -77,6 +77,7 @@ def backend_body(body: dict[str, Any], *, api: str, backend: str, trainer_uri: s
             uris = [uri for uri in package.get("packageUris", []) if uri != added]
             at = uris.index(trainer_uri) if trainer_uri in uris else 0
             package["packageUris"] = [*uris[:at], added, *uris[at:]]
+        carried.set_program(pool, package)
     return document
 
 
@@ -96,7 +97,7 @@ def check_env(spec: Any) -> None:
 def package_kinds(body: dict[str, Any]) -> list[str]:
     """The pool kinds ("cpu", "gpu", "tpu") of a Vertex AI body's Python package pools, sorted."""
     return sorted({pool_kind(p) for p in body.get("jobSpec", {}).get("workerPoolSpecs", [])
-                   if p.get("pythonPackageSpec")})
+                   if carried.program(p)})
 
 
 def for_backend(submission: Submission, backend: str,

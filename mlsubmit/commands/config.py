@@ -39,8 +39,9 @@ def config(
                                          "a headless Service (job), or one JobSet.")] = "job",
     k8s_version: Annotated[str, typer.Option("--k8s-version", help="kubernetes: the cluster version whose "
                                              "schemas the objects are validated against.")] = "1.33",
-    package_uris: Annotated[Optional[str], typer.Option("--package-uris", metavar="URI,…", help="kubernetes: "
-                            "the staged sdists the pods install (gs://… or a path on the image), in order.")] = None,
+    package_uris: Annotated[Optional[str], typer.Option("--package-uris", metavar="URI,…", help="The staged "
+                            "sdists the job installs, in order (`mlsubmit package --stage` prints them): gs://… "
+                            "(kubernetes: or a path on the image).")] = None,
 ) -> None:
     """Write a validated job config (YAML) from flags and/or --config FILE; flags override the YAML.
 
@@ -65,6 +66,8 @@ def config(
         for line in estimate:
             typer.echo(line, err=True)
         return
+    if package_uris:
+        spec = spec.replace(package_uris=tuple(filter(None, package_uris.split(","))))
     tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)
     spec, estimate = budgeted(spec, spec_flags, tuning)
     if tuning is None:

@@ -36,6 +36,7 @@ from mlsubmit.emulator.server import Request, Router
 from mlsubmit.emulator.store import Job
 from mlsubmit.emulator.times import now
 from mlsubmit.emulator.validation import checked_body
+from mlsubmit.jobspec import carried
 from mlsubmit.tuning.trial import read_metric
 
 _PARENT = r"/v1/projects/(?P<project>[^/:]+)/locations/(?P<location>[^/:]+)"
@@ -303,12 +304,13 @@ def _trial_spec(body: dict[str, Any], values: dict[str, Any], trial_id: str, met
     if base and trial_id != "0":  # each trial's AIP_MODEL_DIR is <base>/<trial id>/model/, as the service sets it
         spec["baseOutputDirectory"]["outputUriPrefix"] = f"{base.rstrip('/')}/{trial_id}"
     for pool in spec.get("workerPoolSpecs") or []:
-        package = (pool or {}).get("pythonPackageSpec")
+        package = carried.program(pool)  # a pythonPackageSpec, or a package run on a public image
         if not package:
             continue
         package["args"] = [*(package.get("args") or []), *trial_args(values)]
         package["env"] = [*(package.get("env") or []), {"name": "CLOUD_ML_TRIAL_ID", "value": trial_id},
                           {"name": "CLOUD_ML_HP_METRIC_FILE", "value": metric_file}]
+        carried.set_program(pool, package)
     return spec
 
 

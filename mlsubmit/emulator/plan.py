@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit.jobspec import machines
+from mlsubmit.jobspec import carried, machines
 from mlsubmit.emulator.errors import field_error
 from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.spec import LEGACY_JOB_ID, JobSpec
@@ -49,6 +49,7 @@ class JobPlan:
     replicas: tuple[Replica, ...]
     package_uris: tuple[str, ...]
     base_output_dir: str | None = None  # Vertex baseOutputDirectory.outputUriPrefix
+    carried: bool = False  # pool 0 is a package run on a public image as a custom container (jobspec.carried)
 
     @property
     def chief(self) -> Replica:
@@ -80,18 +81,24 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
     """The plan of a checked CustomJob body. Raises ApiError 400 for what the service would refuse."""
     from mlsubmit.jobspec.drafts import draft_from_vertex
 
-    pools = body["jobSpec"].get("workerPoolSpecs") or []
+    # a package on a public image (mlsubmit.jobspec.carried) runs as the Python package its command installs
+    sent = body["jobSpec"].get("workerPoolSpecs") or []
+    pools = [carried.as_package_pool(pool) for pool in sent]
+    container = bool(sent and sent[0] and sent[0].get("containerSpec"))
     for index, pool in enumerate(pools):
         at = f"jobSpec.workerPoolSpecs[{index}]"
         if index >= len(machines.ROLES) and pool:
             raise field_error(at, "only pools 0-3 exist (chief, workers, parameter servers, evaluators)")
         if pool and pool.get("containerSpec"):
             raise field_error(f"{at}.containerSpec", "the emulator runs Python packages only: use "
-                                                     "pythonPackageSpec (custom containers are not emulated)")
+                                                     "pythonPackageSpec, or a public image whose command installs "
+                                                     "the package as mlsubmit writes it (other custom containers "
+                                                     "are not emulated)")
         if pool and not pool.get("pythonPackageSpec"):
             raise field_error(at, "a worker pool needs pythonPackageSpec (or containerSpec)")
         if pool and not (pool.get("machineSpec") or {}).get("machineType"):
             raise field_error(f"{at}.machineSpec.machineType", "required field is missing")
+    body = {**body, "jobSpec": {**body["jobSpec"], "workerPoolSpecs": pools}}
     try:
         draft, _ = draft_from_vertex(body)
     except UsageError as err:
@@ -108,7 +115,7 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
                                     tuple(package.get("args") or ()), env))
     uris = tuple(dict.fromkeys(uri for pool in pools if pool for uri in pool["pythonPackageSpec"]["packageUris"]))
     base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base)
+    return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base, carried=container)
 
 
 def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:

@@ -31,6 +31,8 @@ class PrepareError(Exception):
 def package_field(plan: JobPlan, index: int) -> str:
     if plan.api == "legacy":
         return f"trainingInput.packageUris[{index}]"
+    if plan.carried:  # the URIs are in the command that installs them
+        return "jobSpec.workerPoolSpecs[0].containerSpec.command"
     return f"jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris[{index}]"
 
 

@@ -68,7 +68,7 @@ def pins_on_image(spec, backend: str, kinds: Sequence[str], trainer_requires: Se
         if not needs:
             continue
         requirements = [*trainer_requires, *needs]
-        cache = _cache_file(image.name, requirements, image.python)
+        cache = _cache_file(image.key, requirements, image.python)
         if cache.exists():
             pins[kind] = tuple(json.loads(cache.read_text()))
             continue

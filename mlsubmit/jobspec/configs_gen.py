@@ -12,7 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-COMMON = ["--job-dir", "gs://my-bucket/mlsubmit/{name}", "--max-runtime", "2h"]
+# the staged package (`mlsubmit package --stage` prints its URI): a Vertex AI config runs it on the public TensorFlow
+# image as a custom container, whose command must name it (gcloud's --python-package-uris does not reach a container)
+COMMON = ["--job-dir", "gs://my-bucket/mlsubmit/{name}", "--max-runtime", "2h",
+          "--package-uris", "gs://my-bucket/mlsubmit/packages/trainer-0.1.tar.gz"]
 CASES: dict[str, list[str]] = {
     "basic": ["--tier", "BASIC"],
     "standard_1": ["--tier", "STANDARD_1"],

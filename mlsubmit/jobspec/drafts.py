@@ -11,6 +11,7 @@ from typing import Any
 from mlsubmit.jobspec import images
 from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
+from mlsubmit.jobspec import carried
 from mlsubmit.jobspec.requests import LEGACY_KEYS, executor_image
 from mlsubmit.jobspec.spec import JobSpec
 from mlsubmit.jobspec.spec_input import RoleDraft, SpecDraft
@@ -117,7 +118,8 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         notes += _unmapped(document, "", {"displayName", "labels", "jobSpec"})
         job_name, labels, prefix = document.get("displayName"), document.get("labels"), "jobSpec."
         document = document.get("jobSpec") or {}
-    pools = document.get("workerPoolSpecs") or []
+    # a package run on a public image as a custom container reads as the Python package it is
+    pools = [carried.as_package_pool(pool) for pool in document.get("workerPoolSpecs") or []]
     if not pools or not pools[0]:
         raise invalid_value(f"{prefix}workerPoolSpecs[0]", pools[0] if pools else None, "the chief's pool "
                             "(machineSpec, replicaCount 1, pythonPackageSpec)")

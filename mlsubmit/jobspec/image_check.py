@@ -313,7 +313,7 @@ def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] |
 def _cache_path(sha256: str, image: Image) -> Path:
     from mlsubmit.local.image_env import images_home
 
-    return images_home() / image.name / "checks" / f"{sha256[:32]}.json"
+    return images_home() / image.key / "checks" / f"{sha256[:32]}.json"
 
 
 def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image) -> ImageCheck:

@@ -39,7 +39,7 @@ from mlsubmit.errors import UsageError
 
 REGISTRY = "us-docker.pkg.dev/vertex-ai/training/"
 MIRRORS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
-DEFAULT_TENSORFLOW = "2.17"  # a Vertex AI job that names neither --runtime-version nor --executor-image
+DEFAULT_TENSORFLOW = "2.21"  # a Vertex AI job that names neither --runtime-version nor --executor-image: a carrier
 DEFAULT_TPU_TENSORFLOW = "2.15"  # the newest TensorFlow TPU training image
 ACCELERATORS = ("cpu", "gpu", "tpu")
 
@@ -58,6 +58,8 @@ class Image:
         end_of_patch, end_of_availability: ISO dates from Google's "Supported frameworks" table (after the second,
             Vertex AI no longer runs the image); None where no source gives one.
         lifecycle_source: where the dates come from (or why an image without dates counts as retired/served).
+        carrier: a public image (not Vertex AI's) that runs the Python package as a custom container
+            (mlsubmit.jobspec.carried); its `name` is the whole image reference.
     """
 
     name: str
@@ -69,6 +71,7 @@ class Image:
     end_of_patch: str | None = None
     end_of_availability: str | None = None
     lifecycle_source: str = ""
+    carrier: bool = False
 
     @property
     def module(self) -> str:
@@ -77,7 +80,12 @@ class Image:
 
     @property
     def uri(self) -> str:
-        return f"{REGISTRY}{self.name}:latest"
+        return self.name if self.carrier else f"{REGISTRY}{self.name}:latest"
+
+    @property
+    def key(self) -> str:
+        """The image's name as one path component ("tf-cpu.2-17.py310", "tensorflow_tensorflow_2.21.0")."""
+        return self.name.replace("/", "_").replace(":", "_")
 
     def pin(self, package: str) -> str | None:
         """The requirement this image carries for `package` ("keras" -> ">=3.2.0"), or None."""
@@ -170,6 +178,18 @@ IMAGES: tuple[Image, ...] = (*_tensorflow_images(),
     Image("xgboost-cpu.1-6", "xgboost", "1.6", "cpu", "3.7", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
     Image("xgboost-gpu.1-6", "xgboost", "1.6", "gpu", "3.7", (("xgboost", "==1.6.2"), ("numpy", "==1.18.5"))),
 )
+# Carriers: public TensorFlow images (Docker Hub, `tensorflow/tensorflow`, built from TensorFlow's own Dockerfiles:
+# Ubuntu 22.04, Python 3.11 at /usr/local/bin/python, pip) on which mlsubmit runs a Python package as a custom
+# container (mlsubmit.jobspec.carried) now that Vertex AI serves no TensorFlow prebuilt training image. Pins: tensorflow
+# 2.21.0's Requires-Dist (keras>=3.12.0, protobuf<8.0.0,>=6.31.1, numpy>=1.26.0, ml_dtypes<1.0.0,>=0.5.1; TensorBoard
+# is no longer a requirement). The image carries no tf-keras: Keras-2 code declares it.
+_TF221 = (("tensorflow", "==2.21.*"), ("keras", ">=3.12.0"), ("protobuf", ">=6.31.1,<8.0.0"), ("numpy", ">=1.26.0"),
+          ("ml-dtypes", ">=0.5.1,<1.0.0"))
+CARRIERS: tuple[Image, ...] = (
+    Image("tensorflow/tensorflow:2.21.0", "tensorflow", "2.21", "cpu", "3.11", _TF221, carrier=True),
+    Image("tensorflow/tensorflow:2.21.0-gpu", "tensorflow", "2.21", "gpu", "3.11", _TF221, carrier=True),
+)
+IMAGES = (*CARRIERS, *IMAGES)
 # -- lifecycle ----------------------------------------------------------------------------------------------------
 _STORED = ("Vertex AI 'Supported frameworks' table for custom training, stored copy quoted in issue #21 and "
            "/work/shared/REFERENCE.md (docs.cloud.google.com/gemini-enterprise-agent-platform/...)")
@@ -187,6 +207,8 @@ _LIFECYCLE: dict[tuple[str, str], tuple[str | None, str, str]] = {
     ("2.15", "tpu"): (None, "2025-10-23", _STORED),
     ("2.17", "cpu/gpu"): (None, "2026-07-11", _STORED),
 }
+_CARRIED = ("a public image run as a custom container: Vertex AI's end of availability of prebuilt images does not "
+            "apply")
 _NO_DATE = ("no end of availability found in the stored copies of Google's table (searched 2026-11-25): counted as "
             "served")
 
@@ -199,6 +221,8 @@ def _key(version: str) -> tuple[int, int]:
 def _with_lifecycle(image: Image) -> Image:
     import dataclasses
 
+    if image.carrier:
+        return dataclasses.replace(image, lifecycle_source=_CARRIED)
     if image.framework != "tensorflow":
         return dataclasses.replace(image, lifecycle_source=_NO_DATE)
     patch, ends, source = _LIFECYCLE.get((image.version, "tpu" if image.accelerator == "tpu" else "cpu/gpu"),
@@ -247,8 +271,10 @@ def retired(image: Image, on: "date | None" = None) -> UsageError | None:
             f"{image.end_of_availability} ({how} Google's 'Supported frameworks' table)")
     nearest = nearest_available(image, on)
     if nearest is not None:
+        how = "; mlsubmit runs your package on it as a custom container" if nearest.carrier else ""
         return UsageError(said, hint=f"use {nearest.uri} ({nearest.framework} {nearest.version}, Python "
-                                     f"{nearest.python})")
+                                     f"{nearest.python}{how}): --runtime-version {nearest.version} or "
+                                     f"--executor-image {nearest.uri}")
     carrier = (f"a tensorflow/tensorflow image of TensorFlow {image.version}" if image.framework == "tensorflow"
                else f"an image with {image.framework} {image.version}")
     return UsageError(said, hint=f"Vertex AI serves no prebuilt {image.framework} {image.accelerator.upper()} "
@@ -258,7 +284,11 @@ _URI = re.compile(r"(?:https://)?(?P<host>[a-z]+-docker\.pkg\.dev)/vertex-ai/tra
 
 
 def find(uri: str) -> Image | None:
-    """The table's entry for a prebuilt image URI (any of the three registries, with or without `:latest`)."""
+    """The table's entry for a prebuilt image URI (any of the three registries, with or without `:latest`), or for a
+    carrier (with or without `docker.io/`)."""
+    carrier = _BY_NAME.get(str(uri).strip().removeprefix("docker.io/"))
+    if carrier is not None and carrier.carrier:
+        return carrier
     found = _URI.fullmatch(str(uri).strip())
     if not found or found.group("host") not in MIRRORS:
         return None
@@ -323,7 +353,7 @@ def _nearest_hint(version: str, accelerator: str, field: str) -> str:
     above = [v for v in served if _key(v) > wanted]
     nearest = [v for v in (below[-1] if below else None, above[0] if above else None) if v]
     named = " or ".join(f"{field} {v}" for v in nearest)
-    return f"nearest with an image Vertex AI still serves: {named}"
+    return f"nearest that Vertex AI still runs: {named}"
 
 
 def runtime_of(uri: str) -> tuple[str, str] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlsubmit.jobspec import images
+from mlsubmit.jobspec import carried, images
 
 from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
@@ -208,8 +208,13 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
         if container:
             pool["containerSpec"] = container
         else:
-            pool["pythonPackageSpec"] = _python_package(
-                spec, kind=machines.ACCELERATORS[accelerator].kind if accelerator else "cpu")
+            package = _python_package(spec, kind=machines.ACCELERATORS[accelerator].kind if accelerator else "cpu")
+            carrier = images.find(package["executorImageUri"])
+            if carrier is not None and carrier.carrier:  # no prebuilt image: the package on a public one
+                pool["containerSpec"] = carried.container_spec(carrier.uri, spec.package_uris, spec.python_module,
+                                                               spec.args, spec.env)
+            else:
+                pool["pythonPackageSpec"] = package
         specs.append(pool)
     while specs and not specs[-1]:
         specs.pop()
@@ -276,10 +281,24 @@ def config_document(spec: JobSpec, fmt: str) -> tuple[dict[str, Any], list[str]]
     if fmt != "vertex":
         raise invalid_value("--format", fmt, " or ".join(FORMATS))
     _, notes = vertex_pools(spec)
+    notes += carrier_notes(spec, vertex_job_spec(spec))
     if spec.labels or spec.job_name:
         notes.append("a CustomJobSpec has no display name or labels: pass them to gcloud as --display-name "
                      "and --labels (mlsubmit train sends them)")
     return vertex_job_spec(spec), notes
+
+
+def carrier_notes(spec: JobSpec, job_spec: dict[str, Any]) -> list[str]:
+    """What a user reading a config should know when a pool runs the package on a public image as a custom
+    container (mlsubmit.jobspec.carried): why, and that the file itself must name the packages."""
+    uris = {(pool.get("containerSpec") or {}).get("imageUri") for pool in job_spec.get("workerPoolSpecs") or ()
+            if pool and carried.parse(pool.get("containerSpec") or {}) is not None and not pool.get("pythonPackageSpec")}
+    if not uris or spec.container_image or spec.package_uris:
+        return []
+    return [f"the package runs on {' and '.join(sorted(uris))} as a custom container that pip-installs it from "
+            "/gcs/ (Vertex AI serves no prebuilt TensorFlow training image any more), but this file names no "
+            "package: add --package-uris gs://…/PACKAGE.tar.gz (`mlsubmit package --stage` prints it; gcloud's "
+            "--python-package-uris does not reach a container)"]
 
 
 def vertex_command_comment(spec: JobSpec, command: str = "gcloud ai custom-jobs create") -> str:

@@ -63,7 +63,7 @@ def images_home() -> Path:
 
 
 def _home(image: Image) -> Path:
-    return images_home() / image.name
+    return images_home() / image.key
 
 
 def _pip(python: str | Path, args: list[str], timeout: float = 900.0) -> subprocess.CompletedProcess:

@@ -13,6 +13,7 @@ from typing import Any
 
 from mlsubmit.targets.base import Target, JobStatus, PoolSummary, friendly_task
 from mlsubmit.errors import UsageError
+from mlsubmit.jobspec import carried
 
 ROLES = ("chief", "worker", "ps", "evaluator")  # worker pools 0-3
 STATES = {"JOB_STATE_QUEUED": "QUEUED", "JOB_STATE_PENDING": "PREPARING", "JOB_STATE_RUNNING": "RUNNING",
@@ -27,7 +28,7 @@ def _job_dir(spec: dict[str, Any]) -> str | None:
     if base:
         return base
     pools = spec.get("workerPoolSpecs") or [{}]
-    args = ((pools[0] or {}).get("pythonPackageSpec") or {}).get("args") or []
+    args = (carried.program(pools[0]) or {}).get("args") or []
     for index, arg in enumerate(args):
         if arg.startswith("--job-dir="):
             return arg.split("=", 1)[1]
@@ -48,7 +49,7 @@ def status_of(resource: dict[str, Any]) -> JobStatus:
         machine = pool.get("machineSpec") or {}
         pools.append(PoolSummary(role, int(pool.get("replicaCount") or 1), machine.get("machineType", "?"),
                                  machine.get("acceleratorType"), int(machine.get("acceleratorCount") or 0)))
-        package = pool.get("pythonPackageSpec") or {}
+        package = carried.program(pool) or {}  # a pythonPackageSpec, or a package run on a public image
         if role == "chief" and package:
             program = {"module": package.get("pythonModule"), "args": list(package.get("args") or ()),
                        "packages": list(package.get("packageUris") or ()), "image": package.get("executorImageUri")}
