@@ -47,21 +47,21 @@ def test_grammar_feature_version_misses_is_caught_by_the_images_interpreter(tmp_
 
 
 def test_a_requirement_that_would_replace_the_images_tensorflow_pins_is_refused_before_upload(cloud, tmp_path):
-    package = _package(tmp_path, ["h5py>=3.10", "tensorboard>=2.21"])
+    package = _package(tmp_path, ["h5py>=3.10", "protobuf<5"])  # the default image: TensorFlow 2.21's protobuf 6+
     run = cloud.run("train", "--package-path", str(package), "--python-module", "pkg.task")
     assert run.code == 2, run.stderr
     assert run.stderr.strip().splitlines()[-1] == (
-        "error: requirement tensorboard>=2.21 would replace the image's tensorboard: tf-cpu.2-17.py310 carries "
-        "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17; change the requirement in setup.py "
-        "(REQUIRED_PACKAGES) to one tf-cpu.2-17.py310 can take, or run on an image that carries it")
+        "error: requirement protobuf<5 would replace the image's protobuf: tensorflow/tensorflow:2.21.0 carries "
+        "tensorflow-cpu 2.21.0, which requires protobuf<8.0.0,>=6.31.1; change the requirement in setup.py "
+        "(REQUIRED_PACKAGES) to one tensorflow/tensorflow:2.21.0 can take, or run on an image that carries it")
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
 
 
 def test_train_local_on_the_image_refuses_it_too_before_building_anything(tmp_path):
-    package = _package(tmp_path, ["tensorboard>=2.21"])
+    package = _package(tmp_path, ["tensorboard>=2.21"])  # a retired image still runs here, with a warning
     done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(package),
-                           "--python-module", "pkg.task"], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "MLSUBMIT_IMAGE_ENV": "1"}, timeout=300)
+                           "--python-module", "pkg.task", "--runtime-version", "2.17"], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "MLSUBMIT_IMAGE_ENV": "1"}, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "error: requirement tensorboard>=2.21 would replace the image's tensorboard: tf-cpu.2-17.py310 carries " \
            "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17" in done.stderr
@@ -147,7 +147,7 @@ def test_a_retired_image_the_user_names_is_refused_before_anything_is_sent(cloud
     assert run.code == 2, run.stderr
     assert run.stderr.strip().splitlines() == [
         "error: tf-cpu.2-11 is no longer served by Vertex AI: its end of availability was 2024-11-15 (by Google's "
-        "'Supported frameworks' table); Vertex AI serves no prebuilt tensorflow CPU training image any more: run it "
-        "as a custom container (a config whose workerPoolSpecs[].containerSpec.imageUri is e.g. a "
-        "tensorflow/tensorflow image of TensorFlow 2.11)"]
+        "'Supported frameworks' table); use tensorflow/tensorflow:2.21.0 (tensorflow 2.21, Python 3.11; mlsubmit runs "
+        "your package on it as a custom container): --runtime-version 2.21 or --executor-image "
+        "tensorflow/tensorflow:2.21.0"]
     assert cloud.objects() == [] and cloud.vertex_jobs() == []

@@ -57,7 +57,7 @@ def test_gpu_and_spot_placement():
     assert chief["nodeSelector"] == {m.GKE_ACCELERATOR: "nvidia-tesla-t4", m.GKE_SPOT: "true"}
     assert chief["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in chief["tolerations"]
-    assert "tf-gpu" in chief["containers"][0]["image"]
+    assert chief["containers"][0]["image"] == "tensorflow/tensorflow:2.21.0-gpu"  # the default GPU image
 
 
 @pytest.mark.parametrize("gpu,label", [("NVIDIA_L4", "nvidia-l4"), ("NVIDIA_TESLA_A100", "nvidia-tesla-a100"),

@@ -258,7 +258,7 @@ def test_a_pin_keeps_extras_and_markers_and_takes_the_resolved_version():
 
 @pytest.mark.slow
 def test_jax_is_pinned_to_what_pip_resolves_beside_the_images_tensorflow(monkeypatch):
-    """The default image (TensorFlow 2.17: ml-dtypes < 0.5, numpy < 2): a plain `pip install jax` in the cloud would
+    """The TensorFlow 2.17 image (ml-dtypes < 0.5, numpy < 2): a plain `pip install jax` in the cloud would
     take the newest JAX (ml_dtypes >= 0.5, numpy >= 2); the pin is what pip's resolver chose with the image's pins
     as constraints (reaches the index once, then kept by its inputs)."""
     from packaging.version import Version
@@ -266,7 +266,7 @@ def test_jax_is_pinned_to_what_pip_resolves_beside_the_images_tensorflow(monkeyp
     from mlsubmit.commands._spec_options import spec_from_options
     from mlsubmit.jobspec.backend_pins import pins_on_image
 
-    spec, _ = spec_from_options({"python_module": "trainer.task"}, target="cloud")
+    spec, _ = spec_from_options({"python_module": "trainer.task", "runtime_version": "2.17"}, target="cloud")
     said: list[str] = []
     pins = pins_on_image(spec, "jax", ["cpu"], ["tabulate>=0.8"], said.append)
     assert pins is not None, said

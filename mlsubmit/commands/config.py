@@ -81,13 +81,13 @@ def config(
         document, conversion_notes = tuning_requests.config_document(tuning, spec, fmt)
         comment = tuning_requests.command_comment(spec, fmt)
     text = comment + requests.to_yaml(document)
-    for note in notes + conversion_notes:
-        typer.secho(f"warning: {note}", fg="yellow", err=True)
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomically(output, text)
-    for line in estimate:  # once the document is out: a bad --output stays one line
+    for note in notes + conversion_notes:  # once the document is out: a bad --output stays one line
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    for line in estimate:
         typer.echo(line, err=True)
 
 
