@@ -328,6 +328,35 @@ def test_gcloud_vertex_create_runs_a_hatchling_package_mlsubmit_staged(cloud, tm
     assert json.loads(cloud.object(f"{job_dir}/weights.json"))["loss"] < 2.0
 
 
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
+def test_gcloud_creates_the_default_public_image_job_from_mlsubmit_config_and_it_runs_the_package(cloud, tmp_path):
+    """#21: no TensorFlow prebuilt image is served, so `mlsubmit config` writes the package on the public
+    tensorflow/tensorflow image as a custom container; the real gcloud takes that file as it is, and the job installs
+    the staged package from /gcs/ and runs the module with the user's arguments."""
+    staged = mlsubmit("package", "--package-path", str(package_dir("pyproject_hatchling")), "--skip-preflight",
+                      "--dist-dir", str(tmp_path / "dist"), "--stage", f"gs://{cloud.bucket}/pkgs", "--output", "json",
+                      env={"STORAGE_EMULATOR_HOST": cloud.gcs.endpoint})
+    assert staged.returncode == 0, staged.stderr
+    uri = json.loads(staged.stdout)["uri"]
+    job_dir = f"gs://{cloud.bucket}/jobs/gcloud-carrier"
+    config = mlsubmit("config", "--package-uris", uri, "-o", str(tmp_path / "job.yaml"), "--", "--job-dir", job_dir,
+                      "--num-steps", "3")
+    assert config.returncode == 0 and "warning" not in config.stderr, config.stderr
+    done = _gcloud(cloud, tmp_path, "ai", "custom-jobs", "create", "--region", "us-central1", "--display-name",
+                   "byo-carrier", "--config", str(tmp_path / "job.yaml"), "--format=value(name)")
+    assert done.returncode == 0, done.stderr
+    jobs = cloud.emulator.vertex_jobs()
+    job = _wait(lambda: jobs.get(name=done.stdout.strip()).execute())
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job
+    container = job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert container["imageUri"] == "tensorflow/tensorflow:2.21.0" and container["args"][-2:] == ["--num-steps", "3"]
+    assert f"/gcs/{cloud.bucket}/pkgs/" in container["command"][2]
+    assert json.loads(cloud.object(f"{job_dir}/weights.json"))["loss"] < 2.0
+    other = _gcloud(cloud, tmp_path, "ai", "custom-jobs", "create", "--region", "us-central1", "--display-name",
+                    "own-image", "--worker-pool-spec", "machine-type=n1-standard-4,container-image-uri=gcr.io/p/own:1")
+    assert other.returncode != 0 and "Python packages only" in other.stderr  # other containers are not emulated
+
+
 def test_each_replica_writes_into_its_own_working_directory(cloud, tmp_path):
     """#21 one disk per replica: chief and worker both create `model/1/weights.txt` exclusively after reading
     `--data` relative to the user's directory: locally each gets its own (the user's directory gets nothing), and in
