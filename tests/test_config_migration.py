@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit.jobspec import drafts
+from mlsubmit.jobspec import carried, drafts
 from mlsubmit.cli import app
 from mlsubmit.jobspec.discovery import validate
 from mlsubmit.jobspec.spec_input import build_spec
@@ -57,6 +57,7 @@ trainingInput:
   packageUris: [gs://bkt/trainer-0.1.tar.gz]
 """
 PKG = {"packageUris": ["gs://bkt/trainer-0.1.tar.gz"], "pythonModule": "trainer.task"}
+CARRIED = carried.container_spec("tensorflow/tensorflow:2.21.0", PKG["packageUris"], PKG["pythonModule"])
 
 SHAPES = {
     "custom container, per-pool images, boot disk, network, region": (CONTAINER, {
@@ -99,14 +100,14 @@ SHAPES = {
     "tier, old runtime 2.1 + Python 3.7, network, ps boot disk, job id, labels": (OLD_RUNTIME, {
         "vertex": ("# gcloud ai custom-jobs create --region us-east1 --display-name census_2019 --labels owner=ana "
                    "--config FILE", {
+                       # runtime 2.1's image is retired: written for the public TensorFlow image (warnings say so)
                        "workerPoolSpecs": [
                            {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-                            "pythonPackageSpec": {"executorImageUri": IMAGES + "tf-cpu.2-1:latest", **PKG}},
+                            "containerSpec": CARRIED},
                            {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "4",
-                            "pythonPackageSpec": {"executorImageUri": IMAGES + "tf-cpu.2-1:latest", **PKG}},
+                            "containerSpec": CARRIED},
                            {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "3",
-                            "diskSpec": {"bootDiskSizeGb": 500},
-                            "pythonPackageSpec": {"executorImageUri": IMAGES + "tf-cpu.2-1:latest", **PKG}}],
+                            "diskSpec": {"bootDiskSizeGb": 500}, "containerSpec": CARRIED}],
                        "network": "projects/12345/global/networks/vpc1"}),
         "legacy": ("# gcloud ai-platform jobs submit training census_2019 --config FILE", {
             "labels": {"owner": "ana"}, "trainingInput": {

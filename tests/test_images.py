@@ -88,10 +88,33 @@ def test_config_refuses_images_that_do_not_exist_in_one_line():
     assert made_up.stderr.count("\n") == 1 and "still runs: --runtime-version 2.21" in made_up.stderr
     old = runner.invoke(app, ["config", "--runtime-version", "2.0"])
     assert old.exit_code == 2 and old.stderr.count("\n") == 1 and "TensorFlow 2.0 CPU" in old.stderr
+    # an image that exists but is retired: refused when a flag names it, as `train` refuses it
     gpu = runner.invoke(app, ["config", "--runtime-version", "2.11", "--python-version", "3.7", "--gpus", "1"])
-    assert gpu.exit_code == 0
-    assert yaml.safe_load(gpu.stdout)["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
-        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest"
+    assert gpu.exit_code == 2 and gpu.stdout == "" and gpu.stderr.count("\n") == 1
+    assert gpu.stderr.startswith("error: tf-gpu.2-11 is no longer served by Vertex AI: its end of availability was "
+                                 "2024-11-15") and "--runtime-version 2.21" in gpu.stderr
+    served = runner.invoke(app, ["config", "--executor-image",
+                                 "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest"])
+    assert served.exit_code == 0 and yaml.safe_load(served.stdout)["workerPoolSpecs"][0]["pythonPackageSpec"][
+        "executorImageUri"] == "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest"
+
+
+def test_a_migrated_file_with_a_retired_runtime_moves_to_a_served_image_and_says_python_cannot_be_kept(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("trainingInput:\n  scaleTier: BASIC\n  runtimeVersion: '2.11'\n  pythonVersion: '3.7'\n"
+                   "  pythonModule: trainer.task\n  packageUris: [gs://bkt/t-1.tar.gz]\n")
+    done = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "vertex"])
+    assert done.exit_code == 0, done.stderr
+    pool = yaml.safe_load(done.stdout)["workerPoolSpecs"][0]
+    assert pool["containerSpec"]["imageUri"] == "tensorflow/tensorflow:2.21.0" and "pythonPackageSpec" not in pool
+    assert done.stderr.splitlines()[:2] == [
+        "warning: the file's image tf-cpu.2-11 is no longer served by Vertex AI (end of availability 2024-11-15): "
+        "written for tensorflow/tensorflow:2.21.0 (tensorflow 2.21, Python 3.11) instead",
+        "warning: Python 3.7 cannot be kept: no image Vertex AI still runs has tensorflow on Python 3.7; check the "
+        "trainer on Python 3.11 first (mlsubmit train --local --runtime-version 2.21)"]
+    legacy = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "legacy"])  # kept as it was
+    assert legacy.exit_code == 0 and "warning" not in legacy.stderr
+    assert yaml.safe_load(legacy.stdout)["trainingInput"]["runtimeVersion"] == "2.11"
 
 
 def test_a_python_version_must_be_the_executor_images():

@@ -14,6 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from mlsubmit.jobspec import carried
+
 from mlsubmit.cli import app
 from mlsubmit.jobspec.discovery import validate
 
@@ -54,9 +56,9 @@ STUDY = {
 TRIAL_JOB = {"workerPoolSpecs": [{
     "machineSpec": {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2},
     "replicaCount": "1",
-    "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest",
-                          "packageUris": ["gs://bkt/trainer-0.1.0.tar.gz"], "pythonModule": "trainer.task",
-                          "args": ["--model", "dense"]}}]}
+    # runtime 2.11's image is retired: the migrated trials run on the public TensorFlow image (a custom container)
+    "containerSpec": carried.container_spec("tensorflow/tensorflow:2.21.0-gpu", ["gs://bkt/trainer-0.1.0.tar.gz"],
+                                            "trainer.task", ["--model", "dense"])}]}
 
 
 def _config(tmp_path, text, *args):
@@ -74,11 +76,16 @@ def test_custom_gpus_tuning_becomes_a_hyperparameter_tuning_job(tmp_path):
     assert document == {"studySpec": STUDY, "maxTrialCount": 6, "parallelTrialCount": 3, "maxFailedTrialCount": 2,
                         "trialJobSpec": TRIAL_JOB}
     assert validate("aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob", document) == []
-    assert result.stderr.split("cost estimate (")[0].splitlines() == [  # then the estimate (#24)
+    assert result.stderr.split("cost estimate (")[0].splitlines()[2:] == [  # then the estimate (#24)
         "warning: hyperparameters.resumePreviousJobId census_hp_1: Vertex AI cannot continue a legacy study; the "
         "trials start afresh",
         "warning: Vertex AI reads the metric only from what the trainer reports with cloudml-hypertune; legacy AI "
         "Platform also read TensorFlow summaries tagged val_loss"]
+    assert result.stderr.split("cost estimate (")[0].splitlines()[:2] == [
+        "warning: the file's image tf-gpu.2-11 is no longer served by Vertex AI (end of availability 2024-11-15): "
+        "written for tensorflow/tensorflow:2.21.0-gpu (tensorflow 2.21, Python 3.11) instead",
+        "warning: Python 3.7 cannot be kept: no image Vertex AI still runs has tensorflow on Python 3.7; check the "
+        "trainer on Python 3.11 first (mlsubmit train --local --runtime-version 2.21)"]
     # and back: the Vertex document as --config gives the legacy spec (booleans now the numbers gcloud sent)
     vertex = tmp_path / "vertex.yaml"
     vertex.write_text(result.stdout)
@@ -94,7 +101,7 @@ def test_custom_gpus_tuning_becomes_a_hyperparameter_tuning_job(tmp_path):
             {"parameterName": "units", "type": "INTEGER", "minValue": 16, "maxValue": 256,
              "scaleType": "UNIT_LOG_SCALE"}],
         "maxTrials": 6, "maxParallelTrials": 3, "maxFailedTrials": 2, "algorithm": "RANDOM_SEARCH"}
-    assert (training["runtimeVersion"], training["pythonVersion"], training["masterType"]) == ("2.11", "3.7",
+    assert (training["runtimeVersion"], training["pythonVersion"], training["masterType"]) == ("2.21", "3.11",
                                                                                               "n1-standard-8")
     assert validate("ml.v1", "GoogleCloudMlV1__Job", yaml.safe_load(back.stdout)) == []
 

@@ -150,6 +150,42 @@ def lifecycle(spec, image: Image, say: Callable[[str], None], *, refuse: bool = 
     say(f"warning: {gone.message}; {gone.hint}")
 
 
+def served(spec, *, named_by_flag: bool) -> tuple[object, list[str]]:
+    """(the spec a Vertex AI config is written for, warnings). A TensorFlow image past its end of availability is
+    refused as `train` refuses it when a flag named it; when it came from a file being migrated (a legacy
+    `runtimeVersion`, an old `executorImageUri`), the document is written for the nearest image that still runs, with
+    a warning, and another when the file's Python version cannot be kept there.
+
+    Raises:
+        UsageError: a retired image named by --runtime-version or --executor-image.
+    """
+    from mlsubmit.jobspec import images
+
+    try:
+        image = image_for(spec)
+    except UsageError:  # no such image at all: the document says so where it is built
+        return spec, []
+    gone = images.retired(image) if image is not None else None
+    if gone is None:
+        return spec, []
+    if named_by_flag:
+        raise gone
+    nearest = images.nearest_available(image)
+    if nearest is None:
+        return spec, [f"{gone.message}; {gone.hint}"]
+    notes = [f"the file's image {image.name} is no longer served by Vertex AI (end of availability "
+             f"{image.end_of_availability}): written for {nearest.uri} ({nearest.framework} {nearest.version}, "
+             f"Python {nearest.python}) instead"]
+    if nearest.python != image.python:
+        notes.append(f"Python {image.python} cannot be kept: no image Vertex AI still runs has {image.framework} on "
+                     f"Python {image.python}; check the trainer on Python {nearest.python} first (mlsubmit train "
+                     f"--local --runtime-version {nearest.version})")
+    moved = spec.replace(runtime_version=nearest.version if image.framework == "tensorflow" else None,
+                         python_version=None,
+                         executor_image=None if image.framework == "tensorflow" else nearest.uri)
+    return moved, notes
+
+
 # -- syntax -----------------------------------------------------------------------------------------------------
 def check_syntax(files: Iterable[tuple[str, Path]], image: Image) -> str:
     """Check every (name in the package, file) for grammar the image's Python rejects; returns how it was checked.
