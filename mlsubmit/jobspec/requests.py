@@ -148,7 +148,9 @@ def _legacy_runtime(spec: JobSpec) -> tuple[str, str]:
     if spec.executor_image is None:
         runtime = spec.runtime_version or machines.DEFAULT_RUNTIME_VERSION
         major, _, minor = runtime.partition(".")
-        return runtime, spec.python_version or ("3.7" if (int(major), int(minor)) >= (1, 15) else "2.7")
+        carriers = [i for i in images.CARRIERS if i.version == runtime]  # no legacy-era runtime: its image's Python
+        return runtime, spec.python_version or (carriers[0].python if carriers else
+                                                "3.7" if (int(major), int(minor)) >= (1, 15) else "2.7")
     found = images.runtime_of(spec.executor_image)
     if found is None:
         raise invalid_value("--executor-image", spec.executor_image, "a Vertex AI prebuilt TensorFlow image to "
