@@ -168,7 +168,8 @@ def test_cost_so_far_of_a_job_from_its_own_resource():
 # -- through the CLI -----------------------------------------------------------------------------------------------
 def test_a_vertex_config_with_strategy_spot_stays_spot(tmp_path):
     config = tmp_path / "spot.yaml"
-    config.write_text(yaml.safe_dump(vertex_job_spec(JobSpec(tier="BASIC", spot=True, max_runtime_seconds=600))))
+    config.write_text(yaml.safe_dump(vertex_job_spec(JobSpec(tier="BASIC", spot=True, max_runtime_seconds=600,
+                                                                   package_uris=("gs://bkt/t-1.tar.gz",)))))
     result = CliRunner().invoke(app, ["config", "--config", str(config)])
     assert result.exit_code == 0, result.stderr
     assert yaml.safe_load(result.stdout)["scheduling"] == {"timeout": "600s", "strategy": "SPOT"}
