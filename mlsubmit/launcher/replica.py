@@ -560,7 +560,8 @@ def main(argv=None):
         spec = read_spec(argv, os.environ)
         code = run_replica(spec)
         if code < 0:  # the module was killed by a signal: so is the launcher, for whoever waits on it
-            signal.signal(-code, signal.SIG_DFL)
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         return code
     except (SpecError, ValueError, KeyError, TypeError, OSError) as err:
