@@ -39,8 +39,9 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
                  (`train --local`'s runner) stops the module and what it started, as if it had started it itself.
 
 Output: every line of the module (stdout and stderr) on stdout, the launcher's own prefixed `[launcher] `.
-Exit status: the module's (killed by a signal: the launcher ends by the same signal); 0 when stopped after the chief ended; 143 when stopped because the job was cancelled
-(SIGTERM, `stop`, or the control connection lost); 3 when the packages do not install; 2 for a bad spec.
+Exit status: the module's (killed by a signal: the launcher ends by the same signal); 0 when stopped after the chief
+ended; 143 when stopped because the job was cancelled (SIGTERM, `stop`, or the control connection lost); 3 when the
+packages do not install; 2 for a bad spec.
 """
 
 import json
@@ -268,9 +269,9 @@ def sha256_of(path):
 
 
 def venv_key(digests, python_version=None):
-    python_version = python_version or tuple(sys.version_info[:2])
     import hashlib
 
+    python_version = python_version or tuple(sys.version_info[:2])
     key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
     return f"{key[:16]}-py{python_version[0]}{python_version[1]}"
 
