@@ -174,17 +174,19 @@ if sys.argv[1] == "torch":
     print("torch rank", dist.get_rank(), "of", dist.get_world_size(), "sum", total.item(), flush=True)
     dist.destroy_process_group()
 else:
-    os.environ["KERAS_BACKEND"] = "jax"
-    import jax, keras
-    keras.distribution.initialize()  # KERAS_DISTRIBUTION_* -> jax.distributed.initialize
+    import jax
+    jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"], int(os.environ["JAX_NUM_PROCESSES"]),
+                               int(os.environ["JAX_PROCESS_ID"]))
     print("jax process", jax.process_index(), "of", jax.process_count(), "devices", jax.device_count(), flush=True)
 '''
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_coordinator_variables_bring_up_a_real_two_process_job(framework, tmp_path):
-    """The launcher's JAX/Keras and torch variables, used by the frameworks themselves: a chief and a worker of
-    an already-installed environment (`python`) form one process group on 127.0.0.1."""
+    """The launcher's JAX and torch variables, used by the frameworks themselves: a chief and a worker of an
+    already-installed environment (`python`) form one process group on 127.0.0.1. (Keras 3's
+    keras.distribution.initialize() reads KERAS_DISTRIBUTION_* and calls the same jax.distributed.initialize; it
+    imports Keras too, which made this test six times slower.)"""
     pytest.importorskip(framework)
     (tmp_path / "collective.py").write_text(COLLECTIVE)
     ports = local_job.reserve_ports(2)
