@@ -13,7 +13,7 @@ from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_j
                                         test_a_tuning_study_runs_its_trials_on_the_cluster,
                                         test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
                                         test_chief_worker_and_parameter_server,
-                                        test_the_bundled_trainer_as_chief_and_worker_in_sync, tiny)
+                                        test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync, tiny)
 
 pytestmark = pytest.mark.slow
 
@@ -39,3 +39,7 @@ def test_an_unreachable_cluster_is_named_within_10_seconds(tmp_path, home, tiny)
 
 def test_max_runtime_stops_every_replica(cluster, tmp_path, home, tiny):
     checks.check_max_runtime(cluster, tmp_path, home, tiny)
+
+
+def test_a_gs_job_dir(cluster, tmp_path, home, gcs):
+    checks.check_gcs_job_dir(cluster, tmp_path, home, gcs)

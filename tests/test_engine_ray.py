@@ -9,7 +9,7 @@ from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_j
                                         test_a_job_larger_than_the_cluster_starts_nothing,
                                         test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
                                         test_chief_worker_and_parameter_server,
-                                        test_the_bundled_trainer_as_chief_and_worker_in_sync, tiny)
+                                        test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync, tiny)
 
 pytestmark = pytest.mark.slow
 

@@ -53,3 +53,14 @@ def test_target_with_local_only_options_is_refused(flag, tmp_path):
     done = _run("-m", "mlsubmit", "train", "--target", "dask://127.0.0.1:1", *flag, cwd=tmp_path)
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     assert f"invalid option with --target: {flag[0]}" in done.stderr
+
+
+@pytest.mark.parametrize("target, flag, said", [
+    ("dask://127.0.0.1:1", ["--spot"], "a Dask cluster places each replica on a node it already has"),
+    ("ray://127.0.0.1:1", ["--max-cost", "3"], "mlsubmit knows Google's prices, not what the Ray cluster's machines cost")])
+def test_spot_and_max_cost_on_a_cluster_say_the_engine_and_what_to_do(target, flag, said, tmp_path):
+    """Not the `--local` message: the engine given, why it cannot apply, what to do; before the cluster is asked."""
+    done = _run("-m", "mlsubmit", "train", "--target", target, *flag, "--package-path", "nowhere", cwd=tmp_path)
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    assert done.stderr.startswith(f"error: invalid option with --target {target}: {' '.join(flag)} ({said}")
+    assert f"drop {flag[0]}; " in done.stderr and "--local" not in done.stderr and not list(tmp_path.iterdir())

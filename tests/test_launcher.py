@@ -162,3 +162,44 @@ def test_gcs_packages_are_fetched_through_the_json_api(gcs, tiny_sdist, tmp_path
     got = replica.fetch(f"gs://{bucket}/staging/tinypkg.tar.gz", str(tmp_path), dict(os.environ))
     assert Path(got).read_bytes() == tiny_sdist.read_bytes()
 
+
+
+COLLECTIVE = '''\
+import os, sys
+if sys.argv[1] == "torch":
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from the launcher
+    total = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(total)
+    print("torch rank", dist.get_rank(), "of", dist.get_world_size(), "sum", total.item(), flush=True)
+    dist.destroy_process_group()
+else:
+    import jax
+    jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"], int(os.environ["JAX_NUM_PROCESSES"]),
+                               int(os.environ["JAX_PROCESS_ID"]))
+    print("jax process", jax.process_index(), "of", jax.process_count(), "devices", jax.device_count(), flush=True)
+'''
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_coordinator_variables_bring_up_a_real_two_process_job(framework, tmp_path):
+    """The launcher's JAX and torch variables, used by the frameworks themselves: a chief and a worker of an
+    already-installed environment (`python`) form one process group on 127.0.0.1. (Keras 3's
+    keras.distribution.initialize() reads KERAS_DISTRIBUTION_* and calls the same jax.distributed.initialize; it
+    imports Keras too, which made this test six times slower.)"""
+    pytest.importorskip(framework)
+    (tmp_path / "collective.py").write_text(COLLECTIVE)
+    ports = local_job.reserve_ports(2)
+    job = {"job_id": "coord1", "roles": [["chief", 1], ["worker", 1]], "module": "collective", "args": [framework],
+           "addresses": [f"127.0.0.1:{p}" for p in ports], "python": sys.executable, "quiet": True,
+           "env": {"PYTHONPATH": str(tmp_path), "JAX_PLATFORMS": "cpu"}, "work_root": str(tmp_path)}
+    started = [_start({**job, "role": role, "index": 0}, tmp_path, role) for role in ("chief", "worker")]
+    outs = [p.communicate(timeout=120)[0] for p in started]
+    assert [p.returncode for p in started] == [0, 0], outs
+    said = [[line for line in out.splitlines() if line.startswith(framework)] for out in outs]
+    if framework == "torch":
+        assert said == [["torch rank 0 of 2 sum 3.0"], ["torch rank 1 of 2 sum 3.0"]], outs
+    else:
+        assert [s[0].split()[:5] for s in said] == [["jax", "process", "0", "of", "2"],
+                                                    ["jax", "process", "1", "of", "2"]], outs
+    assert not any(line.startswith("[launcher]") for out in outs for line in out.splitlines())  # quiet

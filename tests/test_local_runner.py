@@ -205,6 +205,7 @@ def test_the_launcher_keeps_google_namespace_packages_importable_on_python_3_10(
     sys.path; `from google.cloud import storage` must work there as it does under `python -m`, and a `gcstrainer`
     directory in the user's working directory must still not shadow the installed package."""
     from mlsubmit.jobspec.spec import JobSpec
+    from mlsubmit.launcher import replica as launcher
     from mlsubmit.local import local_job
     from mlsubmit.local.local_run import local_workdirs, replicas_to_start
 
@@ -222,7 +223,7 @@ def test_the_launcher_keeps_google_namespace_packages_importable_on_python_3_10(
     job = local_job.plan(spec, api="vertex", job_id="ns", job_dir=None, ports=local_job.reserve_ports(1),
                          gpus_here=0)
     replicas = replicas_to_start(job, python, {"PYTHONWARNINGS": "ignore"}, local_workdirs(job, tmp_path / "root"))
-    assert replicas[0].argv[1] == "-c"  # Python 3.10: the runpy launcher, not `-m`
+    assert launcher.module_command(str(python), "m")[1] == "-c"  # Python 3.10: through runpy, not `-m`
     lines = []
     outcome = Runner(replicas, sink=lines.append).run()
     assert outcome.state == SUCCEEDED, "\n".join(lines)

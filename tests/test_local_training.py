@@ -127,7 +127,7 @@ def test_a_worker_killed_mid_run_fails_the_job_within_seconds_and_leaves_no_proc
     finally:
         if job.poll() is None:
             job.kill()
-    assert job.returncode == 1
+    assert job.returncode == 1, rest[-3000:]
     assert "error: job killed_job failed: worker-0 was killed by SIGKILL; the other replicas were stopped" in rest
     assert "job killed_job FAILED" in rest
     assert job_processes("killed_job") == []

@@ -10,7 +10,9 @@ import pytest
 
 from mlsubmit.errors import UsageError
 from mlsubmit.local.local_job import check_runnable, plan, reserve_ports
+from mlsubmit.launcher import replica as launcher
 from mlsubmit.local.local_run import replicas_to_start
+from mlsubmit.local.workdir import Workdir
 from mlsubmit.jobspec.spec import JobSpec, Pool
 from trainer.cluster import from_environment
 
@@ -76,11 +78,34 @@ def test_gpus_this_machine_lacks_reach_the_trainer_through_its_environment_never
     emulated = plan(spec, api="vertex", job_id="j", job_dir="/d", ports=[1], gpus_here=0)
     assert emulated.emulated_devices == 2 and emulated.replicas[0].emulate_devices == 2
     assert emulated.replicas[0].args == ("--output_dir", "out")
-    (started,) = replicas_to_start(emulated, tmp_path / "python", spec.env_dict)
-    assert started.argv[3:] == ("--output_dir", "out")
-    assert (started.env["MLSUBMIT_EMULATE_DEVICES"], started.env["LOG_LEVEL"]) == ("2", "debug")
+    workdirs = {"chief-0": Workdir(tmp_path, None)}
+    (started,) = replicas_to_start(emulated, tmp_path / "python", spec.env_dict, workdirs)
+    env, args = _as_the_launcher_starts_it(started)
+    assert args == ("--output_dir", "out")
+    assert (env["MLSUBMIT_EMULATE_DEVICES"], env["LOG_LEVEL"]) == ("2", "debug")
     real = plan(spec, api="vertex", job_id="j", job_dir="/d", ports=[1], gpus_here=2)
-    assert real.emulated_devices == 0 and "MLSUBMIT_EMULATE_DEVICES" not in replicas_to_start(real, tmp_path)[0].env
+    (started,) = replicas_to_start(real, tmp_path, workdirs=workdirs)
+    assert real.emulated_devices == 0 and "MLSUBMIT_EMULATE_DEVICES" not in _as_the_launcher_starts_it(started)[0]
+
+
+def _as_the_launcher_starts_it(started):
+    """(environment, arguments) of the module that the launcher process `started` runs."""
+    spec = json.loads(started.env[launcher.SPEC_VARIABLE])
+    assert started.argv[-1].endswith("launcher/replica.py") and spec["python"]
+    return launcher.replica_env(spec, spec["role"], spec["index"], started.env)
+
+
+@pytest.mark.parametrize("api", ["vertex", "legacy"])
+def test_the_launcher_sets_for_each_local_replica_what_the_plan_says(api, tmp_path):
+    """`train --local` starts every replica through the one launcher: what it sets is what the service sets."""
+    job = plan(CLUSTER, api=api, job_id="j", job_dir="/jobs/j", ports=PORTS, gpus_here=0)
+    workdirs = {r.name: Workdir(tmp_path / r.name, None) for r in job.replicas}
+    started = replicas_to_start(job, tmp_path / "python", {"MINE": "1"}, workdirs)
+    for planned, process in zip(job.replicas, started, strict=True):
+        env, args = _as_the_launcher_starts_it(process)
+        assert {k: env[k] for k in planned.env} == dict(planned.env) and args == planned.args
+        assert env["MINE"] == "1" and "JAX_COORDINATOR_ADDRESS" not in env  # Vertex AI sets no coordinator
+        assert process.cwd == str(tmp_path / planned.name)
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -8,7 +8,9 @@ from typing import Any
 
 import typer
 
-from mlsubmit.errors import OperationFailed, invalid_value
+from mlsubmit.errors import OperationFailed, UsageError, invalid_value
+
+ENGINE_NAMES = {"spark": "Spark", "dask": "Dask", "ray": "Ray"}
 
 
 def train_cluster(spec_flags: Any, target: str, *, api: str, package_path: str, package_flags: dict[str, Any],
@@ -21,6 +23,7 @@ def train_cluster(spec_flags: Any, target: str, *, api: str, package_path: str, 
     from mlsubmit.tuning.submit import tuning_of
 
     engine = engine_for(target)  # bad scheme, missing extra: before anything else
+    reject_cloud_only(spec_flags, engine)
     tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
     if tuning is not None:
         spec = local_spec(spec_flags, mapped="trainingInput.hyperparameters:", more_notes=tuple(tuning_notes))
@@ -47,6 +50,24 @@ def train_cluster(spec_flags: Any, target: str, *, api: str, package_path: str, 
                               exit_code=outcome.exit_code)
     raise OperationFailed(f"job {outcome.job_id} failed: {outcome.reason}; the other replicas were stopped",
                           hint=f"its output is above; `mlsubmit jobs logs {outcome.job_id} --api cluster`")
+
+
+def reject_cloud_only(spec_flags: dict[str, Any], engine: Any) -> None:
+    """--spot and --max-cost are Google's scheduling and prices: one line, before anything starts."""
+    given = "--spot" if spec_flags.get("spot") else \
+        f"--max-cost {spec_flags['max_cost']}" if spec_flags.get("max_cost") else None
+    if given is None:
+        return
+    name = ENGINE_NAMES.get(engine.scheme, engine.scheme)
+    why = (f"a {name} cluster places each replica on a node it already has; mlsubmit cannot ask it for spot VMs"
+           if given == "--spot" else
+           f"mlsubmit knows Google's prices, not what the {name} cluster's machines cost, so it cannot hold a job "
+           "to a budget there")
+    fix = ("give the cluster preemptible nodes yourself, or use --spot "
+           "without --target to run on Vertex AI" if given == "--spot" else
+           "use --max-runtime to bound the job's time, or --max-cost without --target to run on Vertex AI")
+    raise UsageError(f"invalid option with --target {engine.where()}: {given} ({why})",
+                     hint=f"drop {given.split()[0]}; {fix}")
 
 
 def _study(engine: Any, spec: Any, tuning: Any, target: str, *, api: str, package_path: str) -> None:

@@ -30,13 +30,20 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
     cache_dir    where venvs are kept by the packages' sha256 (default $MLSUBMIT_HOME/launcher or
                  ~/.mlsubmit/launcher); work_root: where the replica's private working directory is made (removed
                  after, unless keep_workdir).
+    python       an environment installed already (`train --local`'s venv): the module runs with this interpreter
+                 and no package is installed.
+    workdir      a private working directory prepared already (`train --local`'s mirror of the user's directory,
+                 mlsubmit.local.workdir): the module runs there, PWD says so, and it is kept after.
+    quiet        (default false) no `[launcher]` lines of its own but errors: the output is the module's alone.
+    same_group   (default false) the module stays in the launcher's process group, so whoever stops that group
+                 (`train --local`'s runner) stops the module and what it started, as if it had started it itself.
 
 Output: every line of the module (stdout and stderr) on stdout, the launcher's own prefixed `[launcher] `.
-Exit status: the module's; 0 when stopped after the chief ended; 143 when stopped because the job was cancelled
-(SIGTERM, `stop`, or the control connection lost); 3 when the packages do not install; 2 for a bad spec.
+Exit status: the module's (killed by a signal: the launcher ends by the same signal); 0 when stopped after the chief
+ended; 143 when stopped because the job was cancelled (SIGTERM, `stop`, or the control connection lost); 3 when the
+packages do not install; 2 for a bad spec.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -47,12 +54,18 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
-import urllib.request
 
 SPEC_VARIABLE = "MLSUBMIT_REPLICA_SPEC"
 ROLE_ORDER = ("chief", "worker", "ps", "evaluator")
 POOL = {"chief": "workerpool0", "worker": "workerpool1", "ps": "workerpool2", "evaluator": "workerpool3"}
+MAX_LINE = 65_536  # characters: a longer line is passed on in pieces, never held whole (as mlsubmit's runner reads)
+# `python -m MODULE ARGS` without the working directory on sys.path, for Pythons without PYTHONSAFEPATH (< 3.11).
+# The working directory's entry is REPLACED by one that names no directory, not deleted: a namespace package that a
+# `*-nspkg.pth` file made at start-up (protobuf 3.x's `google`, on the TF 2.8-2.11 images) computes its __path__
+# again only when sys.path differs from what it was then, and deleting the entry gives back exactly that list, so
+# `google.cloud` from another site directory would never be found. Any other change would do; this adds nothing.
+RUN_MODULE_UNSHADOWED = ("import runpy, sys; sys.path[0] = sys.prefix + '/.mlsubmit-not-the-working-directory'; "
+                         "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
 SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "MLSUBMIT_EMULATE_DEVICES",
                      SPEC_VARIABLE)
@@ -193,6 +206,8 @@ def replica_env(spec, role, index, environ):
 
 # -- packages -------------------------------------------------------------------------------------------------
 def _gcs_token(environ):
+    import urllib.request  # here, not at the top: a replica without packages to fetch starts faster
+
     if environ.get("GOOGLE_OAUTH_ACCESS_TOKEN"):
         return environ["GOOGLE_OAUTH_ACCESS_TOKEN"]
     host = environ.get("GCE_METADATA_HOST", "metadata.google.internal")
@@ -209,6 +224,9 @@ def _gcs_token(environ):
 def fetch(uri, into, environ):
     """A local copy of package `uri` inside directory `into` (local paths are used where they are). A package
     shipped inside the spec is {"name": FILE, "data": BASE64}."""
+    import urllib.parse
+    import urllib.request
+
     if isinstance(uri, dict):
         import base64
 
@@ -241,6 +259,8 @@ def fetch(uri, into, environ):
 
 
 def sha256_of(path):
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -249,6 +269,8 @@ def sha256_of(path):
 
 
 def venv_key(digests, python_version=None):
+    import hashlib
+
     python_version = python_version or tuple(sys.version_info[:2])
     key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
     return f"{key[:16]}-py{python_version[0]}{python_version[1]}"
@@ -319,6 +341,32 @@ def _die_with_parent():  # pragma: no cover - in the child between fork and exec
         pass
 
 
+def python_version(python):
+    """(major, minor) of interpreter `python`: its venv's pyvenv.cfg, else asked (this one's when it is this one)."""
+    import re
+
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return tuple(sys.version_info[:2])
+    try:
+        with open(os.path.join(os.path.dirname(os.path.dirname(python)), "pyvenv.cfg"), encoding="utf-8") as cfg:
+            found = re.search(r"^version(?:_info)?\s*=\s*(\d+)\.(\d+)", cfg.read(), re.M)
+        if found:
+            return int(found[1]), int(found[2])
+    except OSError:
+        pass
+    said = subprocess.run([python, "-c", "import sys; print('%d %d' % sys.version_info[:2])"], capture_output=True,
+                          text=True, timeout=60).stdout.split()
+    return int(said[0]), int(said[1])
+
+
+def module_command(python, module):
+    """`python -m module` such that the working directory never shadows the installed package: PYTHONSAFEPATH
+    from Python 3.11 on, RUN_MODULE_UNSHADOWED before."""
+    if python_version(python) >= (3, 11):
+        return [python, "-m", module]
+    return [python, "-c", RUN_MODULE_UNSHADOWED, module]
+
+
 def _reachable(address, timeout=1.0):
     host, _, port = address.rpartition(":")
     try:
@@ -336,6 +384,7 @@ class Replica:
         self.name = f"{role}-{index}"
         self.chief_done = threading.Event()
         self.stop_now = threading.Event()
+        self.signalled = False  # SIGTERM reached the launcher
         self.process = None
         self.control = None
         self._lock = threading.Lock()
@@ -350,8 +399,9 @@ class Replica:
             self.out.write(line + "\n")
             self.out.flush()
 
-    def say(self, text):
-        self.emit(f"[launcher] {text}")
+    def say(self, text, error=False):
+        if error or not self.spec.get("quiet"):
+            self.emit(f"[launcher] {text}")
 
     def connect(self):
         address = self.spec.get("control")
@@ -389,9 +439,10 @@ class Replica:
 
     def run(self, python, args, env, cwd):
         self.process = subprocess.Popen(
-            [python, "-m", self.spec["module"], *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-            start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            [*module_command(python, self.spec["module"]), *args], env={**env, "PWD": cwd}, cwd=cwd,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+            bufsize=1, start_new_session=not self.spec.get("same_group"),
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         reader = threading.Thread(target=self._read, daemon=True)
         reader.start()
         if self.role != "chief" and self.spec.get("watch_chief", not self.spec.get("control")):
@@ -412,15 +463,27 @@ class Replica:
                 self.stop()
                 reader.join(5)
                 return 0
-            time.sleep(0.1)
+            try:
+                self.process.wait(0.1)  # returns as soon as the module ends
+            except subprocess.TimeoutExpired:
+                pass
         reader.join(5)
         return self.process.returncode
 
     def _read(self):
-        for line in self.process.stdout:
+        for line in iter(lambda: self.process.stdout.readline(MAX_LINE), ""):  # bounded, whatever the module prints
             self.emit(line.rstrip("\n"))
 
     def stop(self, seconds=5.0):
+        if self.spec.get("same_group"):  # our own group: whoever signalled it signalled the module too
+            if not self.signalled:
+                self.process.terminate()
+            try:
+                self.process.wait(seconds)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            return
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(self.process.pid, sig)
@@ -449,25 +512,33 @@ def run_replica(spec, out=None, environ=None):
     role, index = locate(check_spec(spec), environ)
     replica = Replica(spec, role, index, out)
     replica.connect()
-    work = tempfile.mkdtemp(prefix=f"{spec['job_id']}-{role}-{index}-", dir=spec.get("work_root"))
-    previous = signal.signal(signal.SIGTERM, lambda *a: replica.stop_now.set()) \
+    own = spec.get("workdir")
+    work = own or tempfile.mkdtemp(prefix=f"{spec['job_id']}-{role}-{index}-", dir=spec.get("work_root"))
+    if own:
+        os.makedirs(own, exist_ok=True)
+
+    def on_sigterm(*_):
+        replica.signalled = True
+        replica.stop_now.set()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm) \
         if threading.current_thread() is threading.main_thread() else None
     try:
         env, args = replica_env(spec, role, index, environ)
         packages = [fetch(uri, work, environ) for uri in spec.get("packages", [])]
-        python = sys.executable
+        python = spec.get("python") or sys.executable
         if packages:
             try:
                 python = installed_python(packages, spec.get("cache_dir") or default_cache_dir(environ), replica.say)
             except RuntimeError as err:
-                replica.say(str(err))
+                replica.say(str(err), error=True)
                 return _finish(replica, INSTALL_FAILED)
         replica.say(f"{replica.name} starts python -m {spec['module']} in {work}")
         return _finish(replica, replica.run(python, args, env, work))
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        if not spec.get("keep_workdir"):
+        if not own and not spec.get("keep_workdir"):
             shutil.rmtree(work, ignore_errors=True)
 
 
@@ -495,8 +566,14 @@ def read_spec(argv, environ):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
+        sys.stdout.reconfigure(errors="replace")  # whatever the module printed reaches the reader
         spec = read_spec(argv, os.environ)
-        return run_replica(spec)
+        code = run_replica(spec)
+        if code < 0:  # the module was killed by a signal: so is the launcher, for whoever waits on it
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        return code
     except (SpecError, ValueError, KeyError, TypeError, OSError) as err:
         print(f"[launcher] error: {err}", file=sys.stderr)
         return BAD_SPEC

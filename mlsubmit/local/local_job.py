@@ -49,6 +49,13 @@ class LocalJob:
     replicas: tuple[ReplicaPlan, ...]
     emulated_devices: int  # 0: no replica emulates devices
     gpus_here: int
+    tier: str = "CUSTOM"  # the scale tier (legacy AI Platform's TF_CONFIG names it)
+    args: tuple[str, ...] = ()  # the user's arguments as given (a replica's `args` are what the service passes)
+
+    @property
+    def counts(self) -> list[tuple[str, int]]:
+        """[(role, replica count)] in pool order, as the launcher's spec takes them."""
+        return list(self.shape.items())
 
     @property
     def shape(self) -> dict[str, int]:
@@ -104,7 +111,8 @@ def plan(spec: JobSpec, *, api: str, job_id: str, job_dir: str | None, ports: Se
         gpus = _gpus_of(spec.pools[role])
         replicas.append(ReplicaPlan(f"{role}-{index}", role, index, address, tuple(args), env,
                                     gpus if gpus > gpus_here else 0))
-    return LocalJob(job_id, job_dir or None, spec.python_module, api, tuple(replicas), emulated, gpus_here)
+    return LocalJob(job_id, job_dir or None, spec.python_module, api, tuple(replicas), emulated, gpus_here,
+                    spec.tier, tuple(spec.args))
 
 
 def reserve_ports(count: int, start_port: int | None = None) -> list[int]:

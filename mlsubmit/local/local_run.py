@@ -4,7 +4,9 @@
 2. build the trainer's sdist (mlsubmit.packaging) — and mlsubmit-runtime's when the trainer uses it — and install
    them offline into an isolated venv, as the cloud installs the packages on its image — never the working tree.
    The venv is kept under $MLSUBMIT_HOME/venvs/<sha256 of the sdists>, so an unchanged trainer is installed once;
-3. plan every replica's environment (mlsubmit.local.local_job) and run them (mlsubmit.local.runner).
+3. plan the replicas (mlsubmit.local.local_job) and run them (mlsubmit.local.runner), each through the one replica
+   launcher every cluster target uses (mlsubmit.launcher.replica): it sets TF_CONFIG / CLUSTER_SPEC / AIP_* and
+   starts `python -m MODULE ARGS` with the venv's Python in the replica's private working directory.
 
 Everything the user reads goes through `say`; the CLI decides how it looks.
 """
@@ -12,22 +14,20 @@ Everything the user reads goes through `say`; the CLI decides how it looks.
 from __future__ import annotations
 
 import os
-import re
+import json
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlsubmit.launcher import PATH as LAUNCHER
+from mlsubmit.launcher import replica as launcher
 from mlsubmit.local import local_job, workdir
 from mlsubmit.errors import invalid_value
 from mlsubmit.local.runner import Outcome, Replica, Runner
 from mlsubmit.jobspec.spec import JobSpec
 from mlsubmit_runtime import EMULATE_DEVICES_VARIABLE
-
-# Variables of the calling shell that would make a replica something other than what the service starts.
-_SERVICE_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR",
-                      "CLOUD_ML_JOB_ID", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", EMULATE_DEVICES_VARIABLE)
 
 
 @dataclass(frozen=True)
@@ -79,23 +79,6 @@ def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: C
     return found or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
 
 
-# `python -m MODULE ARGS` without the working directory on sys.path, for Pythons without PYTHONSAFEPATH (< 3.11).
-# The working directory's entry is REPLACED by one that names no directory, not deleted: a namespace package that a
-# `*-nspkg.pth` file made at start-up (protobuf 3.x's `google`, on the TF 2.8-2.11 images) computes its __path__
-# again only when sys.path differs from what it was then, and deleting the entry gives back exactly that list, so
-# `google.cloud` from another site directory would never be found (`from google.cloud import storage` fails where
-# `python -m` works). Any other change of sys.path would do; this one adds nothing importable.
-RUN_MODULE_UNSHADOWED = ("import runpy, sys; sys.path[0] = sys.prefix + '/.mlsubmit-not-the-working-directory'; "
-                         "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
-
-
-def _safe_path(python: Path) -> bool:
-    """PYTHONSAFEPATH works from Python 3.11 on: the replicas' Python (its venv's pyvenv.cfg) decides."""
-    cfg = python.parent.parent / "pyvenv.cfg"
-    found = re.search(r"^version(?:_info)?\s*=\s*(\d+)\.(\d+)", cfg.read_text(), re.M) if cfg.exists() else None
-    return (int(found[1]), int(found[2])) >= (3, 11) if found else sys.version_info >= (3, 11)
-
-
 def local_workdirs(job: local_job.LocalJob, root: Path | None = None) -> dict[str, workdir.Workdir]:
     """One private working directory per replica of `job` under `root` (default $MLSUBMIT_HOME/replicas/<job id>),
     each a mirror of the user's working directory (mlsubmit.local.workdir: reads of existing files resolve, new
@@ -104,23 +87,33 @@ def local_workdirs(job: local_job.LocalJob, root: Path | None = None) -> dict[st
     return workdir.replica_dirs(root, [r.name for r in job.replicas], Path.cwd())
 
 
+def launcher_spec(job: local_job.LocalJob, replica: local_job.ReplicaPlan, python: Path, workdir_path: Path,
+                  env: Mapping[str, str] | None = None) -> dict:
+    """The launcher's spec (mlsubmit.launcher.replica) of one replica of `job`: the interpreter installed already,
+    its private working directory, the job's own variables (`--env`, and the devices a replica emulates) set last.
+    No JAX/torch coordinator variables: Vertex AI sets none, and `--local` stands in for it."""
+    emulated = {EMULATE_DEVICES_VARIABLE: str(replica.emulate_devices)} if replica.emulate_devices else {}
+    return {"job_id": job.job_id, "api": job.api, "tier": job.tier, "roles": job.counts,
+            "addresses": [r.address for r in job.replicas], "role": replica.role, "index": replica.index,
+            "job_dir": job.job_dir or "", "module": job.module, "args": list(job.args),
+            "env": {**emulated, **(env or {})}, "coordinator": False, "python": str(python),
+            "workdir": str(workdir_path), "watch_chief": False, "quiet": True, "same_group": True}
+
+
 def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, str] | None = None,
                       workdirs: Mapping[str, workdir.Workdir] | None = None) -> list[Replica]:
-    """Each replica's process: the service's variables, then the job's own (`--env`), over this shell's; each in
-    its own working directory (`workdirs`, default `local_workdirs(job)`)."""
-    base = {k: v for k, v in os.environ.items() if k not in _SERVICE_VARIABLES}
-    base.update(PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")  # safe path: the working tree never shadows the package
-    base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Each replica runs in its own mirror of the user's working directory, so relative paths in the trainer's
-    # arguments mean what they mean to the user. Python < 3.11 ignores PYTHONSAFEPATH and `-m` would import from
-    # that directory first: there the module runs as `-m` does, through runpy (RUN_MODULE_UNSHADOWED).
-    launch = ("-m", job.module) if _safe_path(python) else ("-c", RUN_MODULE_UNSHADOWED, job.module)
+    """Each replica's process: the one launcher (mlsubmit.launcher.replica, as on every cluster) given its spec in
+    its environment; it sets the service's variables, then the job's own (`--env`), over this shell's, and starts
+    `python -m MODULE ARGS` in the replica's own working directory (`workdirs`, default `local_workdirs(job)`)."""
     workdirs = workdirs if workdirs is not None else local_workdirs(job)
+    # The launcher itself needs only the standard library: mlsubmit's own Python runs it, isolated (-I: no
+    # PYTHON* variables, no working directory on sys.path; -S: no site start-up), whatever Python the job uses.
+    argv = (sys.executable, "-I", "-S", str(LAUNCHER))
+    base = {k: v for k, v in os.environ.items() if k != launcher.SPEC_VARIABLE}
     replicas = []
     for r in job.replicas:
-        emulated = {EMULATE_DEVICES_VARIABLE: str(r.emulate_devices)} if r.emulate_devices else {}
-        replicas.append(Replica(r.name, r.role, (str(python), *launch, *r.args),
-                                {**base, **r.env, **emulated, **(env or {}), "PWD": str(workdirs[r.name].path)},
+        spec = launcher_spec(job, r, python, workdirs[r.name].path, env)
+        replicas.append(Replica(r.name, r.role, argv, {**base, launcher.SPEC_VARIABLE: json.dumps(spec)},
                                 str(workdirs[r.name].path)))
     return replicas
 

@@ -210,3 +210,29 @@ def check_max_runtime(cluster, tmp: Path, home: Path, package: Path) -> None:
     while job_processes("slow_job") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not job_processes("slow_job")
+
+
+def check_gcs_job_dir(cluster, tmp: Path, home: Path, gcs) -> None:
+    """A gs:// job dir: the replicas on the cluster write the artifacts to the bucket (the job's own --env points
+    them at the emulator, as a user points a cluster at a bucket), MANIFEST.json last; nothing lands here."""
+    import urllib.request
+
+    emulator, bucket = gcs
+    done = train(cluster, "--package-path", str(ROOT / "trainer"), "--job-name", "gcs_job", "--job-dir",
+                 f"gs://{bucket}/run", *(f"--env={k}={v}" for k, v in emulator.env().items()), "--",
+                 "--data", "synthetic:8x8x1:4:64", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "2",
+                 home=home, cwd=tmp)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    base = f"{emulator.endpoint}/storage/v1/b/{bucket}/o/"
+
+    def read(name: str) -> bytes:
+        with urllib.request.urlopen(base + name.replace("/", "%2F") + "?alt=media", timeout=10) as answer:
+            return answer.read()
+
+    manifest = json.loads(read("run/MANIFEST.json"))  # the trainer's job dir: AIP_MODEL_DIR's parent
+    listed = {entry["path"]: entry["size"] for entry in manifest["files"]}
+    assert {"model/model.keras", "metrics.json"} <= set(listed), manifest
+    for path, size in listed.items():
+        assert len(read(f"run/{path}")) == size, path
+    assert json.loads(read("run/metrics.json"))["cluster"] == {"chief": 1}
+    assert not (tmp / "gs:").exists() and not (tmp / "jobs").exists()

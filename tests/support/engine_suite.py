@@ -18,8 +18,8 @@ def tiny(tmp_path_factory):
     return checks.tiny_project(tmp_path_factory.mktemp("tiny"))
 
 
-def test_the_bundled_trainer_as_chief_and_worker_in_sync(cluster, tmp_path, home):
-    checks.check_synchronous_chief_and_worker(cluster, tmp_path, home)
+def test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync(cluster, tmp_path, home):
+    checks.check_synchronous_chief_and_worker(cluster, tmp_path, home, evaluator=True)
 
 
 def test_chief_worker_and_parameter_server(cluster, tmp_path, home):
