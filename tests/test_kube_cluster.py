@@ -151,7 +151,7 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
     assert not job_processes("cancel-job")
 
 
-@pytest.mark.parametrize("case", ["context", "namespace", "forbidden", "unreachable", "gpu"])
+@pytest.mark.parametrize("case", ["context", "namespace", "forbidden", "unreachable", "gpu", "no-jobset"])
 def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
     target, more = "kubernetes", []
     if case == "context":
@@ -160,6 +160,8 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         more = ["--namespace", "ghost"]
     elif case == "gpu":
         more = ["--gpus", "1", "--gpu-type", "NVIDIA_TESLA_K80"]
+    elif case == "no-jobset":
+        more = ["--k8s-api", "jobset"]
     before = dict(kube.store.objects)
     env_config = kube.kubeconfig
     if case == "unreachable":
@@ -167,17 +169,95 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         dead.write_text(kube.kubeconfig.read_text().replace(kube.url, "http://127.0.0.1:9"))
         kube.kubeconfig = dead
     kube.forbid = case == "forbidden"
+    kube.serve_jobsets = case != "no-jobset"
     try:
         started = time.monotonic()
         done = _mlsubmit(kube, home, tmp_path, "train", "--target", target, "--package-path",
                          str(TRAINERS / "vertex_strict" / "trainer"), "--job-name", "bad_job", *more)
     finally:
-        kube.forbid = False
+        kube.forbid, kube.serve_jobsets = False, True
         kube.kubeconfig = env_config
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stdout + done.stderr
     assert time.monotonic() - started < 15
     expected = {"context": "nope", "namespace": "namespace 'ghost' does not exist",
                 "forbidden": "refuses to let you get",
-                "unreachable": "cannot reach the Kubernetes API server", "gpu": "NVIDIA_TESLA_K80"}[case]
+                "unreachable": "cannot reach the Kubernetes API server", "gpu": "NVIDIA_TESLA_K80",
+                "no-jobset": "does not serve jobset.x-k8s.io/v1alpha2 JobSets"}[case]
     assert expected in done.stderr
     assert kube.store.objects.keys() == before.keys()
+
+
+def _tiny_train(kube, home, tmp_path, name, *more, trainer_args=()):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    return _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path",
+                     str(package), "--module-name", "tinypkg.task", "--job-name", name, *more, "--", *trainer_args)
+
+
+def _left(kube, name):
+    return sorted((kind, n) for kind, _, n in kube.store.objects if n.startswith(name) and kind != "configmaps")
+
+
+def test_a_jobset_ends_with_its_chief_and_removes_the_other_replicas(kube, home, tmp_path):
+    done = _tiny_train(kube, home, tmp_path, "js_ok", "--workers", "1", "--ps", "1")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "ConfigMap/js-ok-launcher, JobSet/js-ok" in done.stdout
+    assert lines(done.stdout, "chief-0")[-1] == "chief done"
+    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0") and lines(done.stdout, "ps-0")
+    assert re.search(r"job js-ok SUCCEEDED in [\d.]+ s", done.stdout)
+    # the JobSet controller made one Indexed Job per replicatedJob and the headless Service its subdomain names;
+    # once the chief succeeded it removed the worker's and the ps's Jobs and pods
+    assert _left(kube, "js-ok") == [("jobs", "js-ok-chief-0"), ("jobsets", "js-ok"), ("pods", next(
+        n for k, _, n in kube.store.objects if k == "pods" and n.startswith("js-ok-chief-0-0-"))), ("services", "js-ok")]
+    assert kube.store.objects[("jobsets", "default", "js-ok")]["status"]["conditions"][0]["type"] == "Completed"
+    assert not job_processes("js-ok")
+    again = _tiny_train(kube, home, tmp_path, "js_ok", "--workers", "1", "--ps", "1")
+    assert again.returncode == 0 and "job js-ok found (this submission ran before)" in again.stdout, again.stderr
+    described = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "js_ok", "--api", "kubernetes", "--output", "json")
+    assert json.loads(described.stdout)["state"] == "SUCCEEDED", described.stderr
+
+
+def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home, tmp_path):
+    done = _tiny_train(kube, home, tmp_path, "js_fail", "--workers", "1", "--max-restarts", "1",
+                       trainer_args=["--fail"])
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    assert lines(done.stdout, "worker-0").count("the worker fails on purpose") == 2  # the first run and one restart
+    assert "reaching max number of restarts" in done.stderr and "js-fail-worker-0" in done.stderr
+    assert _left(kube, "js-fail") == [] and not job_processes("js-fail")  # a failed job is deleted
+    # a plain Indexed Job has no restarts to give: one line, nothing made
+    refused = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path",
+                        str(tmp_path / "tiny" / "tinypkg"), "--module-name", "tinypkg.task", "--job-name", "js_no",
+                        "--max-restarts", "2")
+    assert refused.returncode == 2 and "--max-restarts" in refused.stderr and "--k8s-api jobset" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not _left(kube, "js-no")
+
+
+def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home, tmp_path):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    sdist = _sdist(package, tmp_path / "dist")
+    made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
+                     "CUSTOM", "--workers", "1", "--module-name", "tinypkg.task", "--job-name", "js_cancel",
+                     "--package-uris", str(sdist), "--", "--forever")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "jobset.yaml").write_text(made.stdout)
+    applied = _kubectl(kube, "apply", "--validate=false", "-f", str(tmp_path / "jobset.yaml"))
+    assert applied.returncode == 0 and "jobset.jobset.x-k8s.io/js-cancel created" in applied.stdout, applied.stderr
+    listed = _kubectl(kube, "get", "jobsets")
+    assert re.search(r"^js-cancel\s", listed.stdout, re.M), listed.stdout + listed.stderr
+    deadline = time.monotonic() + 60
+    while len(job_processes("js-cancel")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    pods = _kubectl(kube, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=js-cancel", "-o",
+                    "jsonpath={.items[*].spec.hostname}")
+    assert sorted(pods.stdout.split()) == ["js-cancel-chief-0-0", "js-cancel-worker-0-0"]
+    running = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "js_cancel", "--api", "kubernetes", "--output",
+                        "json")
+    assert json.loads(running.stdout)["state"] == "RUNNING", running.stderr
+    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "js_cancel", "--api", "kubernetes")
+    assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr
+    assert _left(kube, "js-cancel") == []
+    assert _kubectl(kube, "get", "jobsets,jobs,pods", "-o", "name").stdout.count("js-cancel") == 0
+    assert not job_processes("js-cancel")

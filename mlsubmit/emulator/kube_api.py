@@ -1,7 +1,7 @@
 """A Kubernetes API subset on 127.0.0.1, enough for `kubectl apply/get/logs/delete` and the `kubernetes` Python
 client: discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default` exists), ConfigMaps,
-Services, batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), Pods (list, get,
-`log` with follow). Jobs' pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request
+Services, batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), jobset.x-k8s.io/v1alpha2
+JobSets (the same verbs; their controller is mlsubmit.emulator.kube_jobset), Pods (list, get, `log` with follow). Jobs' pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request
 answer 403, as a cluster whose RBAC refuses the user would.
 
     server = KubeServer(port=0).start()   # server.url; server.stop() stops every pod
@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_pods
+from mlsubmit.emulator import kube_jobset, kube_pods
 
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
         "pods": ("Pod", True)}
 BATCH = {"jobs": ("Job", True)}
-_PATH = re.compile(r"^/(?:api/v1|apis/batch/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
+TABLES = {"/api/v1": (CORE, "v1"), "/apis/batch/v1": (BATCH, "batch/v1"),
+          "/apis/" + kube_jobset.GROUP_VERSION: (kube_jobset.RESOURCES, kube_jobset.GROUP_VERSION)}
+_PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/v1alpha2)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
                    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>log|status))?$")
 
 
@@ -72,6 +74,7 @@ class Store:
         self.pods: dict[tuple[str, str], kube_pods.Pod] = {}
         self.lock = threading.RLock()
         self.version = 1
+        self.jobsets = kube_jobset.Controller(self)
         self.add("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"},
                                     "status": {"phase": "Active"}})
 
@@ -152,6 +155,7 @@ class Store:
             job["status"]["completionTime"] = _now()
         else:
             self.stop_pods(ns, job["metadata"]["uid"])
+        self.jobsets.job_finished(ns, job)
 
     def stop_pods(self, ns: str, uid: str, remove: bool = False, wait: float = 0.0) -> None:
         with self.lock:
@@ -251,6 +255,7 @@ class KubeServer(ThreadingHTTPServer):
     def __init__(self, port: int = 0, host: str = "127.0.0.1"):
         super().__init__((host, port), _Handler)
         self.forbid = False
+        self.serve_jobsets = True  # False: a cluster without the JobSet controller
         self._root = Path(tempfile.mkdtemp(prefix="mlsubmit-kube-"))
         self.store = Store(self._root)
         self.url = f"http://{host}:{self.server_address[1]}"
@@ -265,6 +270,9 @@ class KubeServer(ThreadingHTTPServer):
         self.store.stop()
         shutil.rmtree(self._root, ignore_errors=True)
 
+    def _tables(self) -> dict[str, tuple[dict[str, tuple[str, bool]], str]]:
+        return {p: t for p, t in TABLES.items() if self.serve_jobsets or t[1] != kube_jobset.GROUP_VERSION}
+
     def discovery(self, path: str) -> Any:
         host = f"127.0.0.1:{self.server_address[1]}"
         return {
@@ -272,16 +280,16 @@ class KubeServer(ThreadingHTTPServer):
             "/api": {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]},
             "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
-                "name": "batch", "versions": [{"groupVersion": "batch/v1", "version": "v1"}],
-                "preferredVersion": {"groupVersion": "batch/v1", "version": "v1"}}]},
-            "/api/v1": _resources(CORE, "v1"),
-            "/apis/batch/v1": _resources(BATCH, "batch/v1"),
+                "name": gv.partition("/")[0], "versions": [{"groupVersion": gv, "version": gv.partition("/")[2]}],
+                "preferredVersion": {"groupVersion": gv, "version": gv.partition("/")[2]}}
+                for _, gv in list(self._tables().values())[1:]]},
+            **{prefix: _resources(table, gv) for prefix, (table, gv) in self._tables().items()},
         }.get(path)
 
     # -- the REST verbs ----------------------------------------------------------------------------------
     def api(self, handler: _Handler, method: str, match: re.Match, query: dict[str, str]) -> None:
         ns, plural, name, sub = match["ns"], match["plural"], match["name"], match["sub"]
-        table = BATCH if handler.path.startswith("/apis/batch/") else CORE
+        table, group_version = self._tables().get(match["prefix"], ({}, ""))
         if plural not in table:
             return handler._send(404, _status(404, "NotFound", f"the server could not find the resource {plural}"))
         kind, namespaced = table[plural]
@@ -297,7 +305,7 @@ class KubeServer(ThreadingHTTPServer):
                 items = [i for i in items if i["metadata"]["name"] == field.split("=", 1)[1]]
             if query.get("watch") in ("true", "1"):
                 return self._watch(handler, items, query)
-            return handler._send(200, {"kind": f"{kind}List", "apiVersion": "batch/v1" if table is BATCH else "v1",
+            return handler._send(200, {"kind": f"{kind}List", "apiVersion": group_version,
                                        "metadata": {"resourceVersion": str(store.version)}, "items": items})
         if method == "POST" and name is None:
             obj = handler._body()
@@ -311,6 +319,8 @@ class KubeServer(ThreadingHTTPServer):
                 store.add(plural, key_ns, obj)
                 if plural == "jobs":
                     store.start_job(key_ns, obj)
+                elif plural == "jobsets":
+                    store.jobsets.create(key_ns, obj)
             return handler._send(201, obj)
         obj = store.objects.get((plural, key_ns, name))
         if obj is None:
@@ -326,7 +336,7 @@ class KubeServer(ThreadingHTTPServer):
             return self._delete(handler, plural, key_ns, name, obj, orphan=policy == "Orphan")
         if method in ("PUT", "PATCH"):
             body = handler._body()
-            if plural != "jobs":
+            if plural not in ("jobs", "jobsets"):
                 obj.update({k: v for k, v in body.items() if k in ("data", "metadata", "spec")})
             return handler._send(200, obj)
         return handler._send(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
@@ -336,6 +346,8 @@ class KubeServer(ThreadingHTTPServer):
         store = self.store
         if plural == "jobs" and not orphan:
             store.stop_pods(ns, obj["metadata"]["uid"], remove=True, wait=20)
+        elif plural == "jobsets" and not orphan:
+            store.jobsets.delete(ns, obj)
         elif plural == "pods":
             runner = store.pods.get((ns, name))
             if runner is not None:

@@ -56,6 +56,9 @@ class KubeJob:
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise invalid_value("--k8s-api", self.api, " or ".join(APIS))
+        if self.max_restarts and self.api != "jobset":
+            raise invalid_value("--max-restarts", self.max_restarts, "0 with --k8s-api job (an Indexed Job fails "
+                                "at its first failed pod)", hint="add --k8s-api jobset, or drop --max-restarts")
         # the longest pod hostname is <name>-<role>-<index> (JobSet adds -0): it must stay a DNS label
         if not re.fullmatch(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?", self.name):
             raise invalid_value("Kubernetes job name", self.name, "1 to 40 lowercase letters, digits or '-', "
