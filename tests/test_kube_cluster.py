@@ -261,3 +261,52 @@ def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home
     assert _left(kube, "js-cancel") == []
     assert _kubectl(kube, "get", "jobsets,jobs,pods", "-o", "name").stdout.count("js-cancel") == 0
     assert not job_processes("js-cancel")
+
+
+EXIT_TASK = "import sys\nprint('exits with', sys.argv[-1], flush=True)\nsys.exit(int(sys.argv[-1]))\n"
+
+
+def test_a_job_past_active_deadline_seconds_fails_and_its_pods_are_killed(kube, home, tmp_path):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    started = time.monotonic()
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
+                     "--module-name", "tinypkg.task", "--workers", "1", "--job-name", "late_job", "--max-runtime",
+                     "6s", "--", "--forever")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    assert "Job was active longer than specified deadline" in done.stderr and time.monotonic() - started < 60
+    # killed wherever the deadline found it (installing, or sleeping as here once the venv is cached)
+    assert not job_processes("late-job") and not _left(kube, "late-job")
+
+
+def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_limit(kube, home, tmp_path):
+    from tests.support.tiny_package import make_project
+
+    package = make_project(tmp_path / "exits", task=EXIT_TASK)
+    (tmp_path / "exits" / "setup.py").write_text((tmp_path / "exits" / "setup.py").read_text().replace(
+        '["requests>=2", "numpy"]', "[]"))
+    # exit code 3 (the launcher's "could not install") matches mlsubmit's FailJob rule: failed at once, one line why
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
+                     "--module-name", "tinypkg.task", "--job-name", "pfp_job", "--", "3")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    assert "failed with exit code 3 matching FailJob rule at index 1" in done.stderr
+    # any other code counts against backoffLimit: with 1, the index gets one more pod, then BackoffLimitExceeded
+    made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--tier", "BASIC", "--module-name",
+                     "tinypkg.task", "--job-name", "backoff_job", "--package-uris",
+                     str(_sdist(package, tmp_path / "dist")), "--", "7")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "job.yaml").write_text(made.stdout.replace("backoffLimit: 0", "backoffLimit: 1"))
+    assert _kubectl(kube, "apply", "--validate=false", "-f", str(tmp_path / "job.yaml")).returncode == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        reason = _kubectl(kube, "get", "job", "backoff-job-chief", "-o",
+                          "jsonpath={.status.conditions[?(@.type=='Failed')].reason}").stdout
+        if reason:
+            break
+        time.sleep(0.5)
+    assert reason == "BackoffLimitExceeded"
+    pods = _kubectl(kube, "get", "pods", "-l", "job-name=backoff-job-chief", "-o",
+                    "jsonpath={.items[*].status.containerStatuses[0].state.terminated.exitCode}")
+    assert pods.stdout.split() == ["7", "7"]
+    assert _kubectl(kube, "delete", "-f", str(tmp_path / "job.yaml")).returncode == 0

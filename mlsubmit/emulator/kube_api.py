@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import shutil
 import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_jobset, kube_pods
+from mlsubmit.emulator import kube_jobs, kube_jobset, kube_pods
 
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
@@ -35,8 +33,7 @@ _PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/
                    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>log|status))?$")
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+_now = kube_jobs.now
 
 
 def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
@@ -65,8 +62,8 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
-class Store:
-    """The objects by (plural, namespace, name); the Job controller's pods."""
+class Store(kube_jobs.JobController):
+    """The objects by (plural, namespace, name); the Job controller (kube_jobs) and its pods; the JobSet controller."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -93,84 +90,6 @@ class Store:
         with self.lock:
             return [o for (p, n, _), o in self.objects.items() if p == plural and (ns is None or n == ns)
                     and _matches(o["metadata"].get("labels", {}), selector)]
-
-    # -- the Job controller ------------------------------------------------------------------------------
-    def start_job(self, ns: str, job: dict[str, Any]) -> None:
-        spec = job["spec"]
-        job["status"] = {"active": 0, "startTime": _now()}
-        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
-        for index in range(int(spec.get("completions", 1))):
-            template = json.loads(json.dumps(spec["template"]))
-            meta = template.setdefault("metadata", {})
-            labels = {**meta.get("labels", {}), "batch.kubernetes.io/job-name": name, "job-name": name,
-                      "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
-                      "batch.kubernetes.io/job-completion-index": str(index)}
-            pod_name = f"{name}-{index}-{secrets.token_hex(3)[:5]}"
-            pod_spec = template["spec"]
-            pod_spec.setdefault("hostname", f"{name}-{index}")
-            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-                "name": pod_name, "labels": labels, "annotations": {"batch.kubernetes.io/job-completion-index":
-                                                                    str(index)},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
-                                     "controller": True, "blockOwnerDeletion": True}]},
-                "spec": {**pod_spec, "nodeName": "emulator"}, "status": {"phase": "Running", "startTime": _now(),
-                                                                         "podIP": "127.0.0.1"}}
-            self.add("pods", ns, pod)
-            runner = kube_pods.Pod(pod, kube_pods.new_workdir(self.root, pod_name))
-            self.pods[(ns, pod_name)] = runner
-            job["status"]["active"] += 1
-            kube_pods.start_pod(runner, lambda cm: self._config_map(ns, cm), {"JOB_COMPLETION_INDEX": str(index)},
-                                lambda p, code, job=job, ns=ns: self._pod_exited(ns, job, p, code))
-
-    def _config_map(self, ns: str, name: str) -> dict[str, str] | None:
-        found = self.objects.get(("configmaps", ns, name))
-        return None if found is None else dict(found.get("data", {}))
-
-    def _pod_exited(self, ns: str, job: dict[str, Any], pod: kube_pods.Pod, code: int) -> None:
-        with self.lock:
-            phase = "Succeeded" if code == 0 else "Failed"
-            pod.obj["status"].update(phase=phase, containerStatuses=[{
-                "name": "replica", "ready": False, "restartCount": 0, "image": "", "imageID": "",
-                "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                         "finishedAt": _now()}}}])
-            status = job["status"]
-            status["active"] = max(0, status["active"] - 1)
-            key = "succeeded" if code == 0 else "failed"
-            status[key] = status.get(key, 0) + 1
-            done = [c for c in status.get("conditions", []) if c["status"] == "True"]
-            if not done and (code != 0 and not pod.stopped):
-                self._finish(ns, job, "Failed", "BackoffLimitExceeded",
-                             f"pod {pod.obj['metadata']['name']} exited with code {code}")
-            elif not done and status.get("succeeded", 0) >= int(job["spec"].get("completions", 1)):
-                self._finish(ns, job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
-            pod.done.set()
-
-    def _finish(self, ns: str, job: dict[str, Any], kind: str, reason: str, message: str) -> None:
-        conditions = [{"type": "FailureTarget" if kind == "Failed" else "SuccessCriteriaMet", "status": "True",
-                       "reason": reason, "message": message, "lastProbeTime": _now(), "lastTransitionTime": _now()},
-                      {"type": kind, "status": "True", "reason": reason, "message": message,
-                       "lastProbeTime": _now(), "lastTransitionTime": _now()}]
-        job["status"]["conditions"] = conditions
-        if kind == "Complete":
-            job["status"]["completionTime"] = _now()
-        else:
-            self.stop_pods(ns, job["metadata"]["uid"])
-        self.jobsets.job_finished(ns, job)
-
-    def stop_pods(self, ns: str, uid: str, remove: bool = False, wait: float = 0.0) -> None:
-        with self.lock:
-            runners = [r for (n, _), r in self.pods.items() if n == ns
-                       and r.obj["metadata"]["labels"].get("controller-uid") == uid]
-        for runner in runners:
-            runner.stop()
-        deadline = time.monotonic() + wait
-        for runner in runners:
-            runner.done.wait(max(0.0, deadline - time.monotonic()))
-            if remove:
-                with self.lock:
-                    self.objects.pop(("pods", ns, runner.obj["metadata"]["name"]), None)
-                    self.pods.pop((ns, runner.obj["metadata"]["name"]), None)
-                shutil.rmtree(runner.workdir, ignore_errors=True)
 
     def stop(self) -> None:
         for runner in list(self.pods.values()):

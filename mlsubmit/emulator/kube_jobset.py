@@ -165,11 +165,11 @@ class Controller:
                 return
             self._delete_jobs(ns, [j for j in jobs if _finished(j) is None])
             with self.store.lock:
-                from mlsubmit.emulator.kube_api import _now
+                from mlsubmit.emulator.kube_jobs import now
 
                 jobset["status"].update(terminalState=kind, conditions=[
                     {"type": kind, "status": "True", "reason": reason, "message": message,
-                     "lastTransitionTime": _now()}])
+                     "lastTransitionTime": now()}])
                 self._status(ns, jobset)
                 self.store.version += 1
                 jobset["metadata"]["resourceVersion"] = str(self.store.version)
