@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlsubmit.emulator.kube_api import KubeServer
 from tests.support.engine_checks import ROOT, TRAINERS, job_processes, lines
@@ -88,8 +89,8 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
                      str(tmp_path / "out"))
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout)
-    # the emulator serves no OpenAPI documents: kubectl's client-side schema check is off, ours ran in `config`
-    applied = _kubectl(kube, "apply", "--validate=false", "-f", str(tmp_path / "job.yaml"))
+    # kubectl's default --validate=strict: the emulator's OpenAPI v3 sends it to server-side field validation
+    applied = _kubectl(kube, "apply", "-f", str(tmp_path / "job.yaml"))
     assert applied.returncode == 0, applied.stderr
     assert "job.batch/user-job-chief created" in applied.stdout and "service/user-job created" in applied.stdout
     deadline = time.monotonic() + 120
@@ -243,7 +244,7 @@ def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home
                      "--package-uris", str(sdist), "--", "--forever")
     assert made.returncode == 0, made.stderr
     (tmp_path / "jobset.yaml").write_text(made.stdout)
-    applied = _kubectl(kube, "apply", "--validate=false", "-f", str(tmp_path / "jobset.yaml"))
+    applied = _kubectl(kube, "apply", "-f", str(tmp_path / "jobset.yaml"))
     assert applied.returncode == 0 and "jobset.jobset.x-k8s.io/js-cancel created" in applied.stdout, applied.stderr
     listed = _kubectl(kube, "get", "jobsets")
     assert re.search(r"^js-cancel\s", listed.stdout, re.M), listed.stdout + listed.stderr
@@ -297,7 +298,7 @@ def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_
                      str(_sdist(package, tmp_path / "dist")), "--", "7")
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout.replace("backoffLimit: 0", "backoffLimit: 1"))
-    assert _kubectl(kube, "apply", "--validate=false", "-f", str(tmp_path / "job.yaml")).returncode == 0
+    assert _kubectl(kube, "apply", "-f", str(tmp_path / "job.yaml")).returncode == 0
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         reason = _kubectl(kube, "get", "job", "backoff-job-chief", "-o",
@@ -310,3 +311,23 @@ def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_
                     "jsonpath={.items[*].status.containerStatuses[0].state.terminated.exitCode}")
     assert pods.stdout.split() == ["7", "7"]
     assert _kubectl(kube, "delete", "-f", str(tmp_path / "job.yaml")).returncode == 0
+
+
+def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does(kube, home, tmp_path):
+    made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
+                     "CUSTOM", "--workers", "1", "--job-name", "strict_job", "--package-uris", "gs://b/t.tar.gz")
+    assert made.returncode == 0, made.stderr
+    launcher, jobset = list(yaml.safe_load_all(made.stdout))
+    jobset["spec"]["failurePolicy"]["maxRestartz"] = 1
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]["colour"] = "red"
+    launcher["extra"] = True
+    for obj, expected in ((launcher, 'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding '
+                                     'error: unknown field "extra"'),
+                          (jobset, 'JobSet in version "v1alpha2" cannot be handled as a JobSet: strict decoding '
+                                   'error: unknown field "spec.failurePolicy.maxRestartz", unknown field '
+                                   '"spec.replicatedJobs[1].template.spec.template.spec.containers[0].colour"')):
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump(obj))
+        refused = _kubectl(kube, "apply", "-f", str(tmp_path / "bad.yaml"))
+        assert refused.returncode == 1 and "Error from server (BadRequest)" in refused.stderr, refused.stderr
+        assert expected in refused.stderr
+    assert not [k for k in kube.store.objects if k[2].startswith("strict-job")]

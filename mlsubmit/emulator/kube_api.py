@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_jobs, kube_jobset, kube_pods
+from mlsubmit.emulator import kube_jobs, kube_jobset, kube_openapi, kube_pods
 
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
@@ -114,7 +114,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _body(self) -> dict[str, Any]:
-        return json.loads(self._body_bytes() or b"{}")
+        """The request's JSON body, read once (a connection carries many requests: reset in _route)."""
+        if self._read is None:
+            self._read = json.loads(self._body_bytes() or b"{}")
+        return self._read
 
     def _body_bytes(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":  # Go's client when it knows no length
@@ -148,6 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
+        self._read: dict[str, Any] | None = None
         try:
             if method in ("POST", "PUT", "PATCH") and "protobuf" in self.headers.get("Content-Type", ""):
                 self._body_bytes()  # kubectl create sends protobuf for built-in kinds: not read here
@@ -203,6 +207,9 @@ class KubeServer(ThreadingHTTPServer):
                 "preferredVersion": {"groupVersion": gv, "version": gv.partition("/")[2]}}
                 for _, gv in list(self._tables().values())[1:]]},
             **{prefix: _resources(table, gv) for prefix, (table, gv) in self._tables().items()},
+            "/openapi/v3": kube_openapi.index(self._tables()),
+            **{"/openapi/v3" + prefix: kube_openapi.document(prefix, table, gv)
+               for prefix, (table, gv) in self._tables().items()},
         }.get(path)
 
     # -- the REST verbs ----------------------------------------------------------------------------------
@@ -226,6 +233,10 @@ class KubeServer(ThreadingHTTPServer):
                 return self._watch(handler, items, query)
             return handler._send(200, {"kind": f"{kind}List", "apiVersion": group_version,
                                        "metadata": {"resourceVersion": str(store.version)}, "items": items})
+        if method in ("POST", "PUT") and query.get("fieldValidation") == "Strict":  # kubectl's default
+            refused = kube_openapi.refusal(handler._body(), f"{VERSION['major']}.{VERSION['minor']}")
+            if refused is not None:
+                return handler._send(refused[0], _status(*refused))
         if method == "POST" and name is None:
             obj = handler._body()
             obj_name = obj.get("metadata", {}).get("name")
