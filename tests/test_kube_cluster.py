@@ -331,3 +331,19 @@ def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does
         assert refused.returncode == 1 and "Error from server (BadRequest)" in refused.stderr, refused.stderr
         assert expected in refused.stderr
     assert not [k for k in kube.store.objects if k[2].startswith("strict-job")]
+
+
+def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp_path):
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path",
+                     str(ROOT / "trainer"), "--workers", "1", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job",
+                     "--", "--data", "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16",
+                     "--steps-per-epoch", "3")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "job" / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
+    assert lines(done.stdout, "ps-0") and lines(done.stdout, "worker-0")
+    assert re.search(r"job ps-job SUCCEEDED in [\d.]+ s", done.stdout)
+    # the job ended with its chief: the JobSet controller removed the parameter server's and the worker's pods
+    assert [n for k, _, n in kube.store.objects if k in ("jobs", "pods") and n.startswith("ps-job-")
+            and "-chief-" not in n] == []
+    assert not job_processes("ps-job")

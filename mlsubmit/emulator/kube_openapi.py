@@ -60,26 +60,31 @@ def _unknown_builtin(obj: dict[str, Any], version: str) -> tuple[list[str], str 
     a time, so each unknown field found is dropped from a copy and the copy checked again."""
     import kubernetes_validate
 
-    data, unknown = json.loads(json.dumps(obj)), []
+    data, unknown, invalid = json.loads(json.dumps(obj)), [], None
     for _ in range(50):
         try:
             kubernetes_validate.validate(data, version, strict=True)
         except kubernetes_validate.ValidationError as err:
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.path).lstrip(".")
-            if not err.message.startswith("Additional properties are not allowed"):
-                return unknown, f"{where or '(top)'}: Invalid value: {err.message}"
-            names = re.findall(r"'([^']+)'", err.message.split("(", 1)[-1])
+            path = list(err.path)
             parent = data
-            for part in err.path:
+            for part in path[:-1]:
                 parent = parent[part]
-            for name in names:
-                parent.pop(name, None)
-                unknown.append(f"{where}.{name}".lstrip("."))
+            if err.message.startswith("Additional properties are not allowed"):
+                parent = parent[path[-1]] if path else data
+                for name in re.findall(r"'([^']+)'", err.message.split("(", 1)[-1]):
+                    parent.pop(name, None)
+                    unknown.append(f"{where}.{name}".lstrip("."))
+                continue
+            invalid = invalid or f"{where or '(top)'}: Invalid value: {err.message}"
+            if not path:
+                break
+            parent.pop(path[-1])  # a dict key or a list item: checked no further
             continue
         except kubernetes_validate.SchemaNotFoundError:
             pass
         break
-    return unknown, None
+    return unknown, invalid
 
 
 def refusal(obj: dict[str, Any], version: str = "1.33") -> tuple[int, str, str] | None:
