@@ -35,8 +35,8 @@ def config(
                              "HyperparameterTuningJob (vertex) or trainingInput.hyperparameters (legacy) over the "
                              "job. A tuning spec inside --config does the same.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", help="kubernetes: the namespace.")] = "default",
-    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset", help="kubernetes: Indexed Jobs and "
-                                         "a headless Service (job), or one JobSet.")] = "job",
+    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset|tfjob", help="kubernetes: Indexed Jobs "
+                                         "and a headless Service (job), one JobSet, or one TFJob.")] = "job",
     k8s_version: Annotated[str, typer.Option("--k8s-version", help="kubernetes: the cluster version whose "
                                              "schemas the objects are validated against.")] = "1.33",
     max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="kubernetes --k8s-api jobset: "

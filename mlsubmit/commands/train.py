@@ -59,9 +59,9 @@ def train(
              "Vertex AI hyperparameter tuning job (or a legacy job with hyperparameters); with --local the trials "
              "run here.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", help="--target kubernetes: the namespace.")] = "default",
-    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset", help="--target kubernetes: Indexed "
-                                         "Jobs and a headless Service, or one JobSet (needs the JobSet "
-                                         "controller).")] = "job",
+    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset|tfjob", help="--target kubernetes: "
+                                         "Indexed Jobs and a headless Service, one JobSet (needs the JobSet "
+                                         "controller) or one TFJob (needs the Training Operator).")] = "job",
     max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="--target kubernetes --k8s-api "
                             "jobset: failurePolicy.maxRestarts, how often the JobSet recreates its Jobs after a "
                             "failure.")] = 0,

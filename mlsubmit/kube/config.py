@@ -32,7 +32,7 @@ def config_text(spec: Any, notes: list[str], *, namespace: str = "default", k8s_
                             max_restarts=max_restarts)
     objects = manifests.manifests(spec, job)
     validate.validate(objects, k8s_version)
-    kinds = "jobsets,configmaps" if k8s_api == "jobset" else "jobs,services,configmaps"
+    kinds = {"jobset": "jobsets,configmaps", "tfjob": "tfjobs,configmaps"}.get(k8s_api, "jobs,services,configmaps")
     head = (f"# kubectl apply -f FILE   (validated for Kubernetes {k8s_version}; "
             f"kubectl delete {kinds} -l {manifests.JOB_LABEL}={name} to remove)\n")
     return head + manifests.to_yaml(objects), notes

@@ -29,6 +29,8 @@ from mlsubmit.kube import manifests
 CONNECT_SECONDS = 10
 GRACE_SECONDS = 30
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+TFJOB = ("kubeflow.org", "v1", "tfjobs")
+CUSTOM = {"JobSet": JOBSET, "TFJob": TFJOB}  # the kinds an operator runs: created, read and deleted as custom objects
 
 
 @dataclass(frozen=True)
@@ -102,26 +104,34 @@ class Cluster:
 
     def check_serves(self, k8s_api: str) -> None:
         """UsageError unless the cluster serves the API group the objects need (JobSet: its controller's CRD)."""
-        if k8s_api != "jobset":
+        needed = {"jobset": (*JOBSET[:2], "JobSets (the JobSet controller is not installed there)",
+                             "install it (https://jobset.sigs.k8s.io/docs/installation/)"),
+                  "tfjob": (*TFJOB[:2], "TFJobs (the Kubeflow Training Operator is not installed there)",
+                            "install the Training Operator v1 (https://www.kubeflow.org/docs/components/trainer/"
+                            "legacy-v1/installation/)")}.get(k8s_api)
+        if needed is None:
             return
-        group, version, _ = JOBSET
+        group, version, what, how = needed
         groups = self.call("list", "API groups", self.apis.get_api_versions).groups or []
         if not any(g.name == group and any(v.version == version for v in g.versions) for g in groups):
-            raise UsageError(f"{self.where} does not serve {group}/{version} JobSets (the JobSet controller is not "
-                             "installed there)", hint="install it (https://jobset.sigs.k8s.io/docs/installation/), "
-                             "or use --k8s-api job (plain Indexed Jobs, no operator)")
+            raise UsageError(f"{self.where} does not serve {group}/{version} {what}",
+                             hint=f"{how}, or use --k8s-api job (plain Indexed Jobs, no operator)")
 
-    def jobsets(self, selector: str) -> list[dict[str, Any]]:
-        """The JobSets with these labels ([] when the cluster serves no JobSets)."""
+    def owners(self, selector: str) -> list[dict[str, Any]]:
+        """The JobSets and TFJobs with these labels (none of a kind the cluster does not serve)."""
         from kubernetes.client.exceptions import ApiException
 
-        try:
-            return self.call("list", "jobsets", self.custom.list_namespaced_custom_object, *JOBSET[:2],
-                             self.namespace, JOBSET[2], label_selector=selector)["items"]
-        except ApiException as err:
-            if err.status == 404:
-                return []
-            raise
+        found = []
+        for kind, (group, version, plural) in CUSTOM.items():
+            try:
+                items = self.call("list", plural, self.custom.list_namespaced_custom_object, group, version,
+                                  self.namespace, plural, label_selector=selector)["items"]
+            except ApiException as err:
+                if err.status == 404:
+                    continue
+                raise
+            found += [{**item, "kind": kind} for item in items]
+        return found
 
 
 _CREATE = {"ConfigMap": ("core", "create_namespaced_config_map", "read_namespaced_config_map", "configmaps"),
@@ -138,7 +148,7 @@ def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
     if cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
                     label_selector=selector).items:
         return True
-    if any(o["kind"] == "JobSet" for o in objects) and cluster.jobsets(selector):
+    if any(o["kind"] in CUSTOM for o in objects) and cluster.owners(selector):
         return True
     for obj in objects:
         try:
@@ -155,8 +165,8 @@ def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
 
 
 def _create(cluster: Cluster, obj: dict[str, Any]) -> None:
-    if obj["kind"] == "JobSet":
-        group, version, plural = JOBSET
+    if obj["kind"] in CUSTOM:
+        group, version, plural = CUSTOM[obj["kind"]]
         cluster.call("create", plural, cluster.custom.create_namespaced_custom_object, group, version,
                      cluster.namespace, plural, obj)
         return
@@ -166,8 +176,8 @@ def _create(cluster: Cluster, obj: dict[str, Any]) -> None:
 
 def _labels_there(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
     name = obj["metadata"]["name"]
-    if obj["kind"] == "JobSet":
-        group, version, plural = JOBSET
+    if obj["kind"] in CUSTOM:
+        group, version, plural = CUSTOM[obj["kind"]]
         there = cluster.call("get", plural, cluster.custom.get_namespaced_custom_object, group, version,
                              cluster.namespace, plural, name)
         return there["metadata"].get("labels") or {}
@@ -183,10 +193,10 @@ def delete_job(cluster: Cluster, name: str) -> int:
     selector = f"{manifests.JOB_LABEL}={name}"
     body = client.V1DeleteOptions(propagation_policy="Foreground")
     count = 0
-    for jobset in cluster.jobsets(selector):  # first: its controller's Jobs go with it
-        group, version, plural = JOBSET
+    for owner in cluster.owners(selector):  # first: its operator's Jobs and pods go with it
+        group, version, plural = CUSTOM[owner["kind"]]
         cluster.call("delete", plural, cluster.custom.delete_namespaced_custom_object, group, version,
-                     cluster.namespace, plural, jobset["metadata"]["name"], body=body)
+                     cluster.namespace, plural, owner["metadata"]["name"], body=body)
         count += 1
     for job in cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
                             label_selector=selector).items:
@@ -202,15 +212,16 @@ def delete_job(cluster: Cluster, name: str) -> int:
     return count
 
 
-def job_state(jobs: list[Any], jobsets: list[dict[str, Any]] | None = None) -> tuple[str, str]:
-    """(state, reason) of a job: from its JobSet's conditions when it has one (Completed, Failed), else from its
-    Jobs' conditions: RUNNING, SUCCEEDED (the chief's Job Complete), FAILED."""
-    if jobsets:
-        jobset = jobsets[0]
-        for condition in (jobset.get("status") or {}).get("conditions") or []:
-            if condition.get("status") == "True" and condition.get("type") in ("Completed", "Failed"):
-                state = "SUCCEEDED" if condition["type"] == "Completed" else "FAILED"
-                return state, f"JobSet {jobset['metadata']['name']}: {condition.get('message') or condition['type']}"
+def job_state(jobs: list[Any], owners: list[dict[str, Any]] | None = None) -> tuple[str, str]:
+    """(state, reason) of a job: from its JobSet's or TFJob's conditions when it has one (Completed or Succeeded,
+    Failed), else from its Jobs' conditions: RUNNING, SUCCEEDED (the chief's Job Complete), FAILED."""
+    if owners:
+        owner = owners[0]
+        for condition in (owner.get("status") or {}).get("conditions") or []:
+            if condition.get("status") == "True" and condition.get("type") in ("Completed", "Succeeded", "Failed"):
+                state = "FAILED" if condition["type"] == "Failed" else "SUCCEEDED"
+                why = condition.get("message") or condition["type"]
+                return state, f"{owner['kind']} {owner['metadata']['name']}: {why}"
         return "RUNNING", ""
     for job in jobs:
         for condition in job.status.conditions or []:
@@ -222,6 +233,12 @@ def job_state(jobs: list[Any], jobsets: list[dict[str, Any]] | None = None) -> t
     if not jobs:
         return "CANCELLED", "the job's objects were deleted"
     return "RUNNING", ""
+
+
+def replica_index(labels: dict[str, str]) -> str:
+    """A pod's replica index: its Indexed Job's completion index, or the Training Operator's replica index."""
+    return labels.get("batch.kubernetes.io/job-completion-index") or labels.get("training.kubeflow.org/replica-index") \
+        or "0"
 
 
 class _Logs:
@@ -237,7 +254,7 @@ class _Logs:
             if name in self.threads:
                 continue
             labels = pod.metadata.labels or {}
-            index = labels.get("batch.kubernetes.io/job-completion-index", "0")
+            index = replica_index(labels)
             replica = f"{labels.get(manifests.ROLE_LABEL, '?')}-{index}"
             thread = threading.Thread(target=self._stream, args=(name, replica), daemon=True)
             self.threads[name] = thread
@@ -285,10 +302,10 @@ def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: t
             delete_job(cluster, name)
             return KubeOutcome(name, "CANCELLED", time.monotonic() - started, "cancelled")
         logs.follow(cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items)
-        jobsets = cluster.jobsets(selector) if k8s_api == "jobset" else None
+        owners = cluster.owners(selector) if k8s_api != "job" else None
         state, reason = job_state(cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items,
-                                  jobsets)
-        if jobsets == [] and state == "RUNNING":
+                                  owners)
+        if owners == [] and state == "RUNNING":
             state, reason = "CANCELLED", "the job's objects were deleted"
         if state == "RUNNING":
             cancelled.wait(0.5)

@@ -57,10 +57,11 @@ class KubeJobs:
         created_at = _time(created)
         labels = dict(jobs[0].metadata.labels or {}) if jobs else {}
         details: dict[str, Any] = {"jobs": [j.metadata.name for j in jobs]}
-        if jobsets:  # the JobSet is the job: its labels, its creation time, its restarts
+        if jobsets:  # the JobSet (or TFJob) is the job: its labels, its creation time, its restarts
             meta = jobsets[0]["metadata"]
             labels, created_at = dict(meta.get("labels") or {}), meta.get("creationTimestamp") or created_at
-            details.update(jobset=meta["name"], restarts=(jobsets[0].get("status") or {}).get("restarts", 0))
+            details.update({jobsets[0]["kind"].lower(): meta["name"]},
+                           restarts=(jobsets[0].get("status") or {}).get("restarts", 0))
         return JobStatus(API, name, name, name, state, state, self.cluster.namespace, self.cluster.where,
                          created_at, _time(min(starts)) if starts else None,
                          _time(max(ends)) if ends and state in ("SUCCEEDED", "FAILED") else None,
@@ -70,7 +71,7 @@ class KubeJobs:
     def get(self, job: str) -> JobStatus:
         name = self.resolve(job)
         jobs = self._jobs(f"{manifests.JOB_LABEL}={name}")
-        jobsets = self.cluster.jobsets(f"{manifests.JOB_LABEL}={name}")
+        jobsets = self.cluster.owners(f"{manifests.JOB_LABEL}={name}")
         if not jobs and not jobsets:
             raise UsageError(f"no Kubernetes job {name!r} in namespace {self.cluster.namespace!r} on "
                              f"{self.cluster.where}", hint="see `mlsubmit jobs list --api kubernetes`")
@@ -82,7 +83,7 @@ class KubeJobs:
         for job in self._jobs(manifests.JOB_LABEL):
             by_name.setdefault(job.metadata.labels[manifests.JOB_LABEL], []).append(job)
         jobsets: dict[str, list[dict[str, Any]]] = {}
-        for jobset in self.cluster.jobsets(manifests.JOB_LABEL):
+        for jobset in self.cluster.owners(manifests.JOB_LABEL):
             jobsets.setdefault(jobset["metadata"]["labels"][manifests.JOB_LABEL], []).append(jobset)
             by_name.setdefault(jobset["metadata"]["labels"][manifests.JOB_LABEL], [])
         found = [self._status(name, jobs, jobsets.get(name, [])) for name, jobs in by_name.items()]
@@ -104,7 +105,7 @@ class KubeJobs:
         found = []
         for pod in pods:
             labels = pod.metadata.labels or {}
-            replica = f"{labels.get(manifests.ROLE_LABEL)}-{labels.get('batch.kubernetes.io/job-completion-index', 0)}"
+            replica = f"{labels.get(manifests.ROLE_LABEL)}-{kube.replica_index(labels)}"
             if task is not None and task != replica:
                 continue
             text = self.cluster.call("get", "pods/log", self.cluster.core.read_namespaced_pod_log,
