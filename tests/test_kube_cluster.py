@@ -152,7 +152,7 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
     assert not job_processes("cancel-job")
 
 
-@pytest.mark.parametrize("case", ["context", "namespace", "forbidden", "unreachable", "gpu", "no-jobset"])
+@pytest.mark.parametrize("case", ["context", "namespace", "forbidden", "unreachable", "gpu", "no-jobset", "no-tfjob"])
 def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
     target, more = "kubernetes", []
     if case == "context":
@@ -163,6 +163,8 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         more = ["--gpus", "1", "--gpu-type", "NVIDIA_TESLA_K80"]
     elif case == "no-jobset":
         more = ["--k8s-api", "jobset"]
+    elif case == "no-tfjob":  # the emulator runs no Training Operator
+        more = ["--k8s-api", "tfjob"]
     before = dict(kube.store.objects)
     env_config = kube.kubeconfig
     if case == "unreachable":
@@ -183,7 +185,8 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
     expected = {"context": "nope", "namespace": "namespace 'ghost' does not exist",
                 "forbidden": "refuses to let you get",
                 "unreachable": "cannot reach the Kubernetes API server", "gpu": "NVIDIA_TESLA_K80",
-                "no-jobset": "does not serve jobset.x-k8s.io/v1alpha2 JobSets"}[case]
+                "no-jobset": "does not serve jobset.x-k8s.io/v1alpha2 JobSets",
+                "no-tfjob": "does not serve kubeflow.org/v1 TFJobs (the Kubeflow Training Operator"}[case]
     assert expected in done.stderr
     assert kube.store.objects.keys() == before.keys()
 
