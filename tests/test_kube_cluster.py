@@ -172,13 +172,13 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         dead.write_text(kube.kubeconfig.read_text().replace(kube.url, "http://127.0.0.1:9"))
         kube.kubeconfig = dead
     kube.forbid = case == "forbidden"
-    kube.serve_jobsets = case != "no-jobset"
+    kube.serve_jobsets, kube.serve_tfjobs = case != "no-jobset", case != "no-tfjob"
     try:
         started = time.monotonic()
         done = _mlsubmit(kube, home, tmp_path, "train", "--target", target, "--package-path",
                          str(TRAINERS / "vertex_strict" / "trainer"), "--job-name", "bad_job", *more)
     finally:
-        kube.forbid, kube.serve_jobsets = False, True
+        kube.forbid, kube.serve_jobsets, kube.serve_tfjobs = False, True, True
         kube.kubeconfig = env_config
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stdout + done.stderr
     assert time.monotonic() - started < 15
@@ -212,8 +212,9 @@ def test_a_jobset_ends_with_its_chief_and_removes_the_other_replicas(kube, home,
     assert re.search(r"job js-ok SUCCEEDED in [\d.]+ s", done.stdout)
     # the JobSet controller made one Indexed Job per replicatedJob and the headless Service its subdomain names;
     # once the chief succeeded it removed the worker's and the ps's Jobs and pods
-    assert _left(kube, "js-ok") == [("jobs", "js-ok-chief-0"), ("jobsets", "js-ok"), ("pods", next(
-        n for k, _, n in kube.store.objects if k == "pods" and n.startswith("js-ok-chief-0-0-"))), ("services", "js-ok")]
+    chief_pod = next(n for k, _, n in kube.store.objects if k == "pods" and n.startswith("js-ok-chief-0-0-"))
+    assert _left(kube, "js-ok") == [("jobs", "js-ok-chief-0"), ("jobsets", "js-ok"), ("pods", chief_pod),
+                                    ("services", "js-ok")]
     assert kube.store.objects[("jobsets", "default", "js-ok")]["status"]["conditions"][0]["type"] == "Completed"
     assert not job_processes("js-ok")
     again = _tiny_train(kube, home, tmp_path, "js_ok", "--workers", "1", "--ps", "1")
@@ -350,3 +351,24 @@ def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp
     assert [n for k, _, n in kube.store.objects if k in ("jobs", "pods") and n.startswith("ps-job-")
             and "-chief-" not in n] == []
     assert not job_processes("ps-job")
+
+
+def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home, tmp_path):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "tfjob", "--package-path",
+                     str(package), "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name",
+                     "tf_job")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "ConfigMap/tf-job-launcher, TFJob/tf-job" in done.stdout
+    # the launcher ran each replica as the TF_CONFIG the emulated operator gave its pod says
+    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0") and "role ps 0" in done.stdout
+    assert lines(done.stdout, "chief-0")[-1] == "chief done" and re.search(r"job tf-job SUCCEEDED", done.stdout)
+    tfjob = kube.store.objects[("tfjobs", "default", "tf-job")]
+    assert tfjob["status"]["conditions"][-1]["type"] == "Succeeded"
+    # cleanPodPolicy Running: the worker's and the parameter server's pods were deleted when the chief ended
+    assert [n for k, _, n in kube.store.objects if k == "pods" and n.startswith("tf-job-")] == ["tf-job-chief-0"]
+    assert not job_processes("tf-job")
+    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "tf_job", "--api", "kubernetes")
+    assert cancelled.returncode == 2 and "already ended (SUCCEEDED)" in cancelled.stderr

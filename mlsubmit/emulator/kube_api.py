@@ -1,8 +1,10 @@
-"""A Kubernetes API subset on 127.0.0.1, enough for `kubectl apply/get/logs/delete` and the `kubernetes` Python
-client: discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default` exists), ConfigMaps,
-Services, batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), jobset.x-k8s.io/v1alpha2
-JobSets (the same verbs; their controller is mlsubmit.emulator.kube_jobset), Pods (list, get, `log` with follow). Jobs' pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request
-answer 403, as a cluster whose RBAC refuses the user would.
+"""A Kubernetes API subset on 127.0.0.1, enough for `kubectl apply/get/logs/delete` and the `kubernetes` Python client:
+discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default` exists), ConfigMaps, Services,
+batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), jobset.x-k8s.io/v1alpha2 JobSets
+(the same verbs; their controller is mlsubmit.emulator.kube_jobset), kubeflow.org/v1 TFJobs (the Training Operator:
+mlsubmit.emulator.kube_tfjob), Pods (list, get, `log` with follow), OpenAPI v3 (mlsubmit.emulator.kube_openapi). The
+Job controller is mlsubmit.emulator.kube_jobs; pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request answer 403, as a cluster whose
+RBAC refuses the user would.
 
     server = KubeServer(port=0).start()   # server.url; server.stop() stops every pod
 """
@@ -21,16 +23,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_jobs, kube_jobset, kube_openapi, kube_pods
+from mlsubmit.emulator import kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob
 
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
         "pods": ("Pod", True)}
 BATCH = {"jobs": ("Job", True)}
 TABLES = {"/api/v1": (CORE, "v1"), "/apis/batch/v1": (BATCH, "batch/v1"),
-          "/apis/" + kube_jobset.GROUP_VERSION: (kube_jobset.RESOURCES, kube_jobset.GROUP_VERSION)}
-_PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/v1alpha2)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
-                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>log|status))?$")
+          "/apis/" + kube_jobset.GROUP_VERSION: (kube_jobset.RESOURCES, kube_jobset.GROUP_VERSION),
+          "/apis/" + kube_tfjob.GROUP_VERSION: (kube_tfjob.RESOURCES, kube_tfjob.GROUP_VERSION)}
+_PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/v1alpha2|/apis/kubeflow\.org/v1)"
+                   r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>log|status))?$")
 
 
 _now = kube_jobs.now
@@ -72,6 +75,7 @@ class Store(kube_jobs.JobController):
         self.lock = threading.RLock()
         self.version = 1
         self.jobsets = kube_jobset.Controller(self)
+        self.tfjobs = kube_tfjob.Controller(self)
         self.add("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"},
                                     "status": {"phase": "Active"}})
 
@@ -179,6 +183,7 @@ class KubeServer(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
         self.forbid = False
         self.serve_jobsets = True  # False: a cluster without the JobSet controller
+        self.serve_tfjobs = True  # False: a cluster without the Training Operator
         self._root = Path(tempfile.mkdtemp(prefix="mlsubmit-kube-"))
         self.store = Store(self._root)
         self.url = f"http://{host}:{self.server_address[1]}"
@@ -194,7 +199,8 @@ class KubeServer(ThreadingHTTPServer):
         shutil.rmtree(self._root, ignore_errors=True)
 
     def _tables(self) -> dict[str, tuple[dict[str, tuple[str, bool]], str]]:
-        return {p: t for p, t in TABLES.items() if self.serve_jobsets or t[1] != kube_jobset.GROUP_VERSION}
+        off = {kube_jobset.GROUP_VERSION: not self.serve_jobsets, kube_tfjob.GROUP_VERSION: not self.serve_tfjobs}
+        return {p: t for p, t in TABLES.items() if not off.get(t[1])}
 
     def discovery(self, path: str) -> Any:
         host = f"127.0.0.1:{self.server_address[1]}"
@@ -251,6 +257,8 @@ class KubeServer(ThreadingHTTPServer):
                     store.start_job(key_ns, obj)
                 elif plural == "jobsets":
                     store.jobsets.create(key_ns, obj)
+                elif plural == "tfjobs":
+                    store.tfjobs.create(key_ns, obj)
             return handler._send(201, obj)
         obj = store.objects.get((plural, key_ns, name))
         if obj is None:
@@ -266,7 +274,7 @@ class KubeServer(ThreadingHTTPServer):
             return self._delete(handler, plural, key_ns, name, obj, orphan=policy == "Orphan")
         if method in ("PUT", "PATCH"):
             body = handler._body()
-            if plural not in ("jobs", "jobsets"):
+            if plural not in ("jobs", "jobsets", "tfjobs"):
                 obj.update({k: v for k, v in body.items() if k in ("data", "metadata", "spec")})
             return handler._send(200, obj)
         return handler._send(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
@@ -278,6 +286,8 @@ class KubeServer(ThreadingHTTPServer):
             store.stop_pods(ns, obj["metadata"]["uid"], remove=True, wait=20)
         elif plural == "jobsets" and not orphan:
             store.jobsets.delete(ns, obj)
+        elif plural == "tfjobs" and not orphan:
+            store.tfjobs.delete(ns, obj)
         elif plural == "pods":
             runner = store.pods.get((ns, name))
             if runner is not None:

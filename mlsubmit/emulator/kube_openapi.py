@@ -106,6 +106,16 @@ def refusal(obj: dict[str, Any], version: str = "1.33") -> tuple[int, str, str] 
             unknown += [f"spec.replicatedJobs[{i}].template.{u}" for u in inner]
             if invalid:
                 break
+    elif group_version.startswith("kubeflow.org/"):
+        from mlsubmit.kube import tfjob
+
+        unknown, invalid = tfjob.unknown_fields(obj), None
+        for rtype, replica in (obj.get("spec", {}).get("tfReplicaSpecs") or {}).items():
+            inner, invalid = _unknown_builtin({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
+                                               "template": replica.get("template", {})}, version)
+            unknown += [f"spec.tfReplicaSpecs.{rtype}.{u}" for u in inner]
+            if invalid:
+                break
     else:
         unknown, invalid = _unknown_builtin(obj, version)
     unknown = [u for u in unknown if not u.startswith(("metadata.labels.", "metadata.annotations."))]

@@ -92,12 +92,17 @@ def _unknown(fields: dict[str, dict[str, str | None]], kind: str, data: Any, pat
     return bad
 
 
+def unknown_fields(obj: dict[str, Any]) -> list[str]:
+    """Paths of the TFJob's own fields (pod templates aside) that the models do not have."""
+    return _unknown(_sdk_fields() or FIELDS, "TFJob", obj, "")
+
+
 def validate(obj: dict[str, Any], version: str) -> None:
     """UsageError (one line) for a field the TFJob models do not have or a pod template Kubernetes refuses."""
     from mlsubmit.kube.validate import validate_builtin
 
     name = obj["metadata"].get("name")
-    bad = _unknown(_sdk_fields() or FIELDS, "TFJob", obj, "")
+    bad = unknown_fields(obj)
     if bad:
         raise UsageError(f"the TFJob schema refuses {name!r}: unknown field {bad[0]}")
     for kind, replica in obj["spec"]["tfReplicaSpecs"].items():

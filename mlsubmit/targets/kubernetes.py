@@ -182,8 +182,8 @@ def _labels_there(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
                              cluster.namespace, plural, name)
         return there["metadata"].get("labels") or {}
     api, _, read, resource = _CREATE[obj["kind"]]
-    return cluster.call("get", resource, getattr(getattr(cluster, api), read), name, cluster.namespace).metadata.labels \
-        or {}
+    there = cluster.call("get", resource, getattr(getattr(cluster, api), read), name, cluster.namespace)
+    return there.metadata.labels or {}
 
 
 def delete_job(cluster: Cluster, name: str) -> int:
