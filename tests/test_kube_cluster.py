@@ -203,26 +203,6 @@ def _left(kube, name):
     return sorted((kind, n) for kind, _, n in kube.store.objects if n.startswith(name) and kind != "configmaps")
 
 
-def test_a_jobset_ends_with_its_chief_and_removes_the_other_replicas(kube, home, tmp_path):
-    done = _tiny_train(kube, home, tmp_path, "js_ok", "--workers", "1", "--ps", "1")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "ConfigMap/js-ok-launcher, JobSet/js-ok" in done.stdout
-    assert lines(done.stdout, "chief-0")[-1] == "chief done"
-    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0") and lines(done.stdout, "ps-0")
-    assert re.search(r"job js-ok SUCCEEDED in [\d.]+ s", done.stdout)
-    # the JobSet controller made one Indexed Job per replicatedJob and the headless Service its subdomain names;
-    # once the chief succeeded it removed the worker's and the ps's Jobs and pods
-    chief_pod = next(n for k, _, n in kube.store.objects if k == "pods" and n.startswith("js-ok-chief-0-0-"))
-    assert _left(kube, "js-ok") == [("jobs", "js-ok-chief-0"), ("jobsets", "js-ok"), ("pods", chief_pod),
-                                    ("services", "js-ok")]
-    assert kube.store.objects[("jobsets", "default", "js-ok")]["status"]["conditions"][0]["type"] == "Completed"
-    assert not job_processes("js-ok")
-    again = _tiny_train(kube, home, tmp_path, "js_ok", "--workers", "1", "--ps", "1")
-    assert again.returncode == 0 and "job js-ok found (this submission ran before)" in again.stdout, again.stderr
-    described = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "js_ok", "--api", "kubernetes", "--output", "json")
-    assert json.loads(described.stdout)["state"] == "SUCCEEDED", described.stderr
-
-
 def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home, tmp_path):
     done = _tiny_train(kube, home, tmp_path, "js_fail", "--workers", "1", "--max-restarts", "1",
                        trainer_args=["--fail"])
@@ -338,19 +318,27 @@ def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does
 
 
 def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp_path):
-    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path",
-                     str(ROOT / "trainer"), "--workers", "1", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job",
-                     "--", "--data", "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16",
-                     "--steps-per-epoch", "3")
+    train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(ROOT / "trainer"),
+             "--workers", "1", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job", "--", "--data",
+             "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3"]
+    done = _mlsubmit(kube, home, tmp_path, *train)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     metrics = json.loads((tmp_path / "job" / "metrics.json").read_text())
     assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
     assert lines(done.stdout, "ps-0") and lines(done.stdout, "worker-0")
     assert re.search(r"job ps-job SUCCEEDED in [\d.]+ s", done.stdout)
-    # the job ended with its chief: the JobSet controller removed the parameter server's and the worker's pods
-    assert [n for k, _, n in kube.store.objects if k in ("jobs", "pods") and n.startswith("ps-job-")
-            and "-chief-" not in n] == []
+    assert "ConfigMap/ps-job-launcher, JobSet/ps-job" in done.stdout
+    # the JobSet controller made one Indexed Job per replicatedJob and the headless Service its subdomain names;
+    # once the chief succeeded it removed the worker's and the parameter server's Jobs and pods
+    chief_pod = next(n for k, _, n in kube.store.objects if k == "pods" and n.startswith("ps-job-chief-0-0-"))
+    assert _left(kube, "ps-job") == [("jobs", "ps-job-chief-0"), ("jobsets", "ps-job"), ("pods", chief_pod),
+                                     ("services", "ps-job")]
+    assert kube.store.objects[("jobsets", "default", "ps-job")]["status"]["conditions"][0]["type"] == "Completed"
     assert not job_processes("ps-job")
+    again = _mlsubmit(kube, home, tmp_path, *train)  # the same submission again: no second JobSet
+    assert again.returncode == 0 and "job ps-job found (this submission ran before)" in again.stdout, again.stderr
+    described = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "ps_job", "--api", "kubernetes", "--output", "json")
+    assert json.loads(described.stdout)["state"] == "SUCCEEDED", described.stderr
 
 
 def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home, tmp_path):
