@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlsubmit.emulator.kube_api import KubeServer
 from tests.support.engine_checks import ROOT, TRAINERS, job_processes, lines
@@ -88,8 +89,8 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
                      str(tmp_path / "out"))
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout)
-    # the emulator serves no OpenAPI documents: kubectl's client-side schema check is off, ours ran in `config`
-    applied = _kubectl(kube, "apply", "--validate=false", "-f", str(tmp_path / "job.yaml"))
+    # kubectl's default --validate=strict: the emulator's OpenAPI v3 sends it to server-side field validation
+    applied = _kubectl(kube, "apply", "-f", str(tmp_path / "job.yaml"))
     assert applied.returncode == 0, applied.stderr
     assert "job.batch/user-job-chief created" in applied.stdout and "service/user-job created" in applied.stdout
     deadline = time.monotonic() + 120
@@ -151,7 +152,7 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
     assert not job_processes("cancel-job")
 
 
-@pytest.mark.parametrize("case", ["context", "namespace", "forbidden", "unreachable", "gpu"])
+@pytest.mark.parametrize("case", ["context", "namespace", "forbidden", "unreachable", "gpu", "no-jobset", "no-tfjob"])
 def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
     target, more = "kubernetes", []
     if case == "context":
@@ -160,6 +161,10 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         more = ["--namespace", "ghost"]
     elif case == "gpu":
         more = ["--gpus", "1", "--gpu-type", "NVIDIA_TESLA_K80"]
+    elif case == "no-jobset":
+        more = ["--k8s-api", "jobset"]
+    elif case == "no-tfjob":  # the emulator runs no Training Operator
+        more = ["--k8s-api", "tfjob"]
     before = dict(kube.store.objects)
     env_config = kube.kubeconfig
     if case == "unreachable":
@@ -167,17 +172,191 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
         dead.write_text(kube.kubeconfig.read_text().replace(kube.url, "http://127.0.0.1:9"))
         kube.kubeconfig = dead
     kube.forbid = case == "forbidden"
+    kube.serve_jobsets, kube.serve_tfjobs = case != "no-jobset", case != "no-tfjob"
     try:
         started = time.monotonic()
         done = _mlsubmit(kube, home, tmp_path, "train", "--target", target, "--package-path",
                          str(TRAINERS / "vertex_strict" / "trainer"), "--job-name", "bad_job", *more)
     finally:
-        kube.forbid = False
+        kube.forbid, kube.serve_jobsets, kube.serve_tfjobs = False, True, True
         kube.kubeconfig = env_config
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stdout + done.stderr
     assert time.monotonic() - started < 15
     expected = {"context": "nope", "namespace": "namespace 'ghost' does not exist",
                 "forbidden": "refuses to let you get",
-                "unreachable": "cannot reach the Kubernetes API server", "gpu": "NVIDIA_TESLA_K80"}[case]
+                "unreachable": "cannot reach the Kubernetes API server", "gpu": "NVIDIA_TESLA_K80",
+                "no-jobset": "does not serve jobset.x-k8s.io/v1alpha2 JobSets",
+                "no-tfjob": "does not serve kubeflow.org/v1 TFJobs (the Kubeflow Training Operator"}[case]
     assert expected in done.stderr
     assert kube.store.objects.keys() == before.keys()
+
+
+def _tiny_train(kube, home, tmp_path, name, *more, trainer_args=()):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    return _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path",
+                     str(package), "--module-name", "tinypkg.task", "--job-name", name, *more, "--", *trainer_args)
+
+
+def _left(kube, name):
+    return sorted((kind, n) for kind, _, n in kube.store.objects if n.startswith(name) and kind != "configmaps")
+
+
+def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home, tmp_path):
+    done = _tiny_train(kube, home, tmp_path, "js_fail", "--workers", "1", "--max-restarts", "1",
+                       trainer_args=["--fail"])
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
+    assert lines(done.stdout, "worker-0").count("the worker fails on purpose") == 2  # the first run and one restart
+    assert "reaching max number of restarts" in done.stderr and "js-fail-worker-0" in done.stderr
+    assert _left(kube, "js-fail") == [] and not job_processes("js-fail")  # a failed job is deleted
+    # a plain Indexed Job has no restarts to give: one line, nothing made
+    refused = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path",
+                        str(tmp_path / "tiny" / "tinypkg"), "--module-name", "tinypkg.task", "--job-name", "js_no",
+                        "--max-restarts", "2")
+    assert refused.returncode == 2 and "--max-restarts" in refused.stderr and "--k8s-api jobset" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not _left(kube, "js-no")
+
+
+def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home, tmp_path):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    sdist = _sdist(package, tmp_path / "dist")
+    made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
+                     "CUSTOM", "--workers", "1", "--module-name", "tinypkg.task", "--job-name", "js_cancel",
+                     "--package-uris", str(sdist), "--", "--forever")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "jobset.yaml").write_text(made.stdout)
+    applied = _kubectl(kube, "apply", "-f", str(tmp_path / "jobset.yaml"))
+    assert applied.returncode == 0 and "jobset.jobset.x-k8s.io/js-cancel created" in applied.stdout, applied.stderr
+    listed = _kubectl(kube, "get", "jobsets")
+    assert re.search(r"^js-cancel\s", listed.stdout, re.M), listed.stdout + listed.stderr
+    deadline = time.monotonic() + 60
+    while len(job_processes("js-cancel")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    pods = _kubectl(kube, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=js-cancel", "-o",
+                    "jsonpath={.items[*].spec.hostname}")
+    assert sorted(pods.stdout.split()) == ["js-cancel-chief-0-0", "js-cancel-worker-0-0"]
+    running = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "js_cancel", "--api", "kubernetes", "--output",
+                        "json")
+    assert json.loads(running.stdout)["state"] == "RUNNING", running.stderr
+    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "js_cancel", "--api", "kubernetes")
+    assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr
+    assert _left(kube, "js-cancel") == []
+    assert _kubectl(kube, "get", "jobsets,jobs,pods", "-o", "name").stdout.count("js-cancel") == 0
+    assert not job_processes("js-cancel")
+
+
+EXIT_TASK = "import sys\nprint('exits with', sys.argv[-1], flush=True)\nsys.exit(int(sys.argv[-1]))\n"
+
+
+def test_a_job_past_active_deadline_seconds_fails_and_its_pods_are_killed(kube, home, tmp_path):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    started = time.monotonic()
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
+                     "--module-name", "tinypkg.task", "--workers", "1", "--job-name", "late_job", "--max-runtime",
+                     "6s", "--", "--forever")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    assert "Job was active longer than specified deadline" in done.stderr and time.monotonic() - started < 60
+    # killed wherever the deadline found it (installing, or sleeping as here once the venv is cached)
+    assert not job_processes("late-job") and not _left(kube, "late-job")
+
+
+def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_limit(kube, home, tmp_path):
+    from tests.support.tiny_package import make_project
+
+    package = make_project(tmp_path / "exits", task=EXIT_TASK)
+    (tmp_path / "exits" / "setup.py").write_text((tmp_path / "exits" / "setup.py").read_text().replace(
+        '["requests>=2", "numpy"]', "[]"))
+    # exit code 3 (the launcher's "could not install") matches mlsubmit's FailJob rule: failed at once, one line why
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
+                     "--module-name", "tinypkg.task", "--job-name", "pfp_job", "--", "3")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    assert "failed with exit code 3 matching FailJob rule at index 1" in done.stderr
+    # any other code counts against backoffLimit: with 1, the index gets one more pod, then BackoffLimitExceeded
+    made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--tier", "BASIC", "--module-name",
+                     "tinypkg.task", "--job-name", "backoff_job", "--package-uris",
+                     str(_sdist(package, tmp_path / "dist")), "--", "7")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "job.yaml").write_text(made.stdout.replace("backoffLimit: 0", "backoffLimit: 1"))
+    assert _kubectl(kube, "apply", "-f", str(tmp_path / "job.yaml")).returncode == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        reason = _kubectl(kube, "get", "job", "backoff-job-chief", "-o",
+                          "jsonpath={.status.conditions[?(@.type=='Failed')].reason}").stdout
+        if reason:
+            break
+        time.sleep(0.5)
+    assert reason == "BackoffLimitExceeded"
+    pods = _kubectl(kube, "get", "pods", "-l", "job-name=backoff-job-chief", "-o",
+                    "jsonpath={.items[*].status.containerStatuses[0].state.terminated.exitCode}")
+    assert pods.stdout.split() == ["7", "7"]
+    assert _kubectl(kube, "delete", "-f", str(tmp_path / "job.yaml")).returncode == 0
+
+
+def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does(kube, home, tmp_path):
+    made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
+                     "CUSTOM", "--workers", "1", "--job-name", "strict_job", "--package-uris", "gs://b/t.tar.gz")
+    assert made.returncode == 0, made.stderr
+    launcher, jobset = list(yaml.safe_load_all(made.stdout))
+    jobset["spec"]["failurePolicy"]["maxRestartz"] = 1
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]["colour"] = "red"
+    launcher["extra"] = True
+    for obj, expected in ((launcher, 'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding '
+                                     'error: unknown field "extra"'),
+                          (jobset, 'JobSet in version "v1alpha2" cannot be handled as a JobSet: strict decoding '
+                                   'error: unknown field "spec.failurePolicy.maxRestartz", unknown field '
+                                   '"spec.replicatedJobs[1].template.spec.template.spec.containers[0].colour"')):
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump(obj))
+        refused = _kubectl(kube, "apply", "-f", str(tmp_path / "bad.yaml"))
+        assert refused.returncode == 1 and "Error from server (BadRequest)" in refused.stderr, refused.stderr
+        assert expected in refused.stderr
+    assert not [k for k in kube.store.objects if k[2].startswith("strict-job")]
+
+
+def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp_path):
+    train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(ROOT / "trainer"),
+             "--workers", "1", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job", "--", "--data",
+             "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3"]
+    done = _mlsubmit(kube, home, tmp_path, *train)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "job" / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
+    assert lines(done.stdout, "ps-0") and lines(done.stdout, "worker-0")
+    assert re.search(r"job ps-job SUCCEEDED in [\d.]+ s", done.stdout)
+    assert "ConfigMap/ps-job-launcher, JobSet/ps-job" in done.stdout
+    # the JobSet controller made one Indexed Job per replicatedJob and the headless Service its subdomain names;
+    # once the chief succeeded it removed the worker's and the parameter server's Jobs and pods
+    chief_pod = next(n for k, _, n in kube.store.objects if k == "pods" and n.startswith("ps-job-chief-0-0-"))
+    assert _left(kube, "ps-job") == [("jobs", "ps-job-chief-0"), ("jobsets", "ps-job"), ("pods", chief_pod),
+                                     ("services", "ps-job")]
+    assert kube.store.objects[("jobsets", "default", "ps-job")]["status"]["conditions"][0]["type"] == "Completed"
+    assert not job_processes("ps-job")
+    again = _mlsubmit(kube, home, tmp_path, *train)  # the same submission again: no second JobSet
+    assert again.returncode == 0 and "job ps-job found (this submission ran before)" in again.stdout, again.stderr
+    described = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "ps_job", "--api", "kubernetes", "--output", "json")
+    assert json.loads(described.stdout)["state"] == "SUCCEEDED", described.stderr
+
+
+def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home, tmp_path):
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "tfjob", "--package-path",
+                     str(package), "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name",
+                     "tf_job")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "ConfigMap/tf-job-launcher, TFJob/tf-job" in done.stdout
+    # the launcher ran each replica as the TF_CONFIG the emulated operator gave its pod says
+    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0") and "role ps 0" in done.stdout
+    assert lines(done.stdout, "chief-0")[-1] == "chief done" and re.search(r"job tf-job SUCCEEDED", done.stdout)
+    tfjob = kube.store.objects[("tfjobs", "default", "tf-job")]
+    assert tfjob["status"]["conditions"][-1]["type"] == "Succeeded"
+    # cleanPodPolicy Running: the worker's and the parameter server's pods were deleted when the chief ended
+    assert [n for k, _, n in kube.store.objects if k == "pods" and n.startswith("tf-job-")] == ["tf-job-chief-0"]
+    assert not job_processes("tf-job")
+    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "tf_job", "--api", "kubernetes")
+    assert cancelled.returncode == 2 and "already ended (SUCCEEDED)" in cancelled.stderr

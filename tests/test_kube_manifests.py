@@ -1,6 +1,7 @@
 """The Kubernetes objects of a job spec (pure builders) and their validation against Kubernetes 1.31-1.35 and the
 JobSet models, and `mlsubmit config --format kubernetes`."""
 
+import json
 import subprocess
 import sys
 
@@ -87,6 +88,7 @@ def test_manifests_validate_strictly(version):
     spec = _spec()
     v.validate(m.manifests(spec, _job(spec)), version)
     v.validate(m.manifests(spec, _job(spec, api="jobset")), version)
+    v.validate(m.manifests(spec, _job(spec, api="tfjob")), version)
 
 
 def test_schema_refusals_name_the_field():
@@ -116,6 +118,52 @@ def test_config_format_kubernetes_prints_apply_ready_yaml():
     assert done.returncode == 0, done.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout) if d]
     assert kinds == ["ConfigMap", "Service", "Job", "Job"]
+    tfjob = _config("--tier", "CUSTOM", "--workers", "1", "--job-name", "cfg_job", "--k8s-api", "tfjob")
+    assert tfjob.returncode == 0 and "kubectl delete tfjobs,configmaps -l mlsubmit.dev/job=cfg-job" in tfjob.stdout
+    assert [d["kind"] for d in yaml.safe_load_all(tfjob.stdout) if d] == ["ConfigMap", "TFJob"], tfjob.stderr
     bad = _config("--gpus", "1", "--gpu-type", "NVIDIA_TESLA_K80", "--job-name", "x")
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
     assert "NVIDIA_TESLA_K80" in bad.stderr
+
+
+def test_tfjob_one_replica_spec_per_role_for_the_training_operator():
+    spec = _spec(evaluator=Pool("evaluator", "n1-standard-4", 1))
+    config_map, tfjob = m.manifests(spec, _job(spec, api="tfjob"))
+    assert (tfjob["apiVersion"], tfjob["kind"]) == ("kubeflow.org/v1", "TFJob")
+    body = tfjob["spec"]
+    assert body["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": 600}
+    replicas = body["tfReplicaSpecs"]
+    assert {k: r["replicas"] for k, r in replicas.items()} == {"Chief": 1, "Worker": 2, "PS": 1, "Evaluator": 1}
+    assert {r["restartPolicy"] for r in replicas.values()} == {"Never"}
+    container = replicas["Worker"]["template"]["spec"]["containers"][0]
+    # the operator finds the TensorFlow port by these names, and sets TF_CONFIG itself
+    assert container["name"] == "tensorflow" and container["ports"] == [{"containerPort": 2222, "name": "tfjob-port"}]
+    assert "subdomain" not in replicas["Worker"]["template"]["spec"]
+    launcher = yaml.safe_load(config_map["data"]["worker.json"])
+    assert launcher["tf_config"] == "env"
+    tfjob["spec"]["runPolicy"]["cleanPodPolicyy"] = "All"
+    with pytest.raises(UsageError, match="TFJob schema refuses 'my-job': unknown field spec.runPolicy.cleanPodPolicyy"):
+        v.validate([tfjob])
+    del tfjob["spec"]["runPolicy"]["cleanPodPolicyy"]
+    replicas["PS"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    with pytest.raises(UsageError, match="imagePullPolicyy"):
+        v.validate([tfjob])
+
+
+def test_the_launcher_takes_the_training_operators_tf_config():
+    from mlsubmit.launcher import replica
+
+    spec = _spec()
+    launcher = m.launcher_specs(spec, _job(spec, api="tfjob"))["worker"]
+    operator = {"cluster": {"chief": ["my-job-chief-0.default.svc:2222"],
+                            "worker": ["my-job-worker-0.default.svc:2222", "my-job-worker-1.default.svc:2222"],
+                            "ps": ["my-job-ps-0.default.svc:2222"]},
+                "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+    located = replica.operator_located(replica.check_spec(launcher), {"TF_CONFIG": json.dumps(operator)})
+    assert replica.locate(located, {}) == ("worker", 1)
+    env, args = replica.replica_env(located, "worker", 1, {"TF_CONFIG": "stale"})
+    assert json.loads(env["TF_CONFIG"])["cluster"] == operator["cluster"]
+    assert json.loads(env["CLUSTER_SPEC"])["cluster"]["workerpool2"] == ["my-job-ps-0.default.svc:2222"]
+    assert env["RANK"] == "2" and args == ("--steps", "5")
+    with pytest.raises(replica.SpecError, match="Training Operator"):
+        replica.operator_located(launcher, {})

@@ -12,7 +12,7 @@ from mlsubmit.errors import OperationFailed
 
 
 def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags: dict[str, Any],
-               namespace: str = "default", k8s_api: str = "job") -> None:
+               namespace: str = "default", k8s_api: str = "job", max_restarts: int = 0) -> None:
     from mlsubmit.commands._spec_options import budgeted, local_spec
     from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.kube import manifests, validate
@@ -33,18 +33,15 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
     manifests.check_spec(spec)
     cluster = kube.Cluster(kube.parse_target(target), namespace)  # kubeconfig and context first
     cluster.check_namespace()  # reachable within 10 s, the namespace exists, RBAC lets us read it
+    cluster.check_serves(k8s_api)  # a JobSet needs the JobSet controller's API
     packages, dist = build_packages(package_path, None, typer.echo, split_requirements(package_flags["requirements"]),
                                     resolve_extras(package_flags["extra_packages"]))
     name = manifests.kube_name(spec.job_name or generate_job_name(dist))
     job = manifests.KubeJob(name, manifests.request_id(spec, name, tuple(packages)), namespace=namespace,
-                            packages=tuple(packages), api=k8s_api, spot=spec.spot)
+                            packages=tuple(packages), api=k8s_api, spot=spec.spot,
+                            max_restarts=max_restarts)
     objects = manifests.manifests(spec, job)
     validate.validate(objects)
-    if k8s_api != "job":
-        from mlsubmit.errors import UsageError
-
-        raise UsageError("--target kubernetes submits Indexed Jobs; a JobSet is written by "
-                         "`mlsubmit config --format kubernetes --k8s-api jobset` for `kubectl apply`")
     for line in estimate:
         typer.echo(line, err=True)
     found = kube.create_once(cluster, objects)
@@ -55,7 +52,7 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, lambda *_: cancelled.set())
     try:
-        outcome = kube.follow(cluster, name, typer.echo, cancelled)
+        outcome = kube.follow(cluster, name, typer.echo, cancelled, k8s_api)
     except KeyboardInterrupt:
         kube.delete_job(cluster, name)
         raise OperationFailed(f"job {name} cancelled: its objects were deleted", exit_code=130) from None

@@ -35,10 +35,13 @@ def config(
                              "HyperparameterTuningJob (vertex) or trainingInput.hyperparameters (legacy) over the "
                              "job. A tuning spec inside --config does the same.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", help="kubernetes: the namespace.")] = "default",
-    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset", help="kubernetes: Indexed Jobs and "
-                                         "a headless Service (job), or one JobSet.")] = "job",
+    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset|tfjob", help="kubernetes: Indexed Jobs "
+                                         "and a headless Service (job), one JobSet, or one TFJob.")] = "job",
     k8s_version: Annotated[str, typer.Option("--k8s-version", help="kubernetes: the cluster version whose "
                                              "schemas the objects are validated against.")] = "1.33",
+    max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="kubernetes --k8s-api jobset: "
+                            "failurePolicy.maxRestarts, how often the JobSet recreates its Jobs after a "
+                            "failure.")] = 0,
     package_uris: Annotated[Optional[str], typer.Option("--package-uris", metavar="URI,…", help="The staged "
                             "sdists the job installs, in order (`mlsubmit package --stage` prints them): gs://… "
                             "(kubernetes: or a path on the image).")] = None,
@@ -59,7 +62,8 @@ def config(
 
         spec, estimate = budgeted(spec, spec_flags, catalog="compute")  # GKE nodes: Compute Engine prices
         text, notes = config_text(spec, notes, namespace=namespace, k8s_api=k8s_api, k8s_version=k8s_version,
-                                  spot=spec.spot, packages=tuple(filter(None, (package_uris or '').split(','))))
+                                  spot=spec.spot, max_restarts=max_restarts,
+                                  packages=tuple(filter(None, (package_uris or '').split(','))))
         for note in notes:
             typer.secho(f"warning: {note}", fg="yellow", err=True)
         typer.echo(text, nl=False) if output is None else write_atomically(output, text)

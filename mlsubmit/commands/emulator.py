@@ -133,7 +133,7 @@ def _start_kube(port: int):
         kube = KubeServer(port).start()
     except OSError as err:
         raise invalid_value("--kube-port", port, "a free port of 127.0.0.1", hint=err.strerror) from None
-    typer.echo(f"Kubernetes API on {kube.url}: kubectl --server {kube.url} apply --validate=false -f FILE")
+    typer.echo(f"Kubernetes API on {kube.url}: kubectl --server {kube.url} apply -f FILE")
     return kube
 
 

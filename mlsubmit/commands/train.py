@@ -59,8 +59,12 @@ def train(
              "Vertex AI hyperparameter tuning job (or a legacy job with hyperparameters); with --local the trials "
              "run here.")] = None,
     namespace: Annotated[str, typer.Option("--namespace", help="--target kubernetes: the namespace.")] = "default",
-    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job", help="--target kubernetes: Indexed Jobs and "
-                                         "a headless Service.")] = "job",
+    k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset|tfjob", help="--target kubernetes: "
+                                         "Indexed Jobs and a headless Service, one JobSet (needs the JobSet "
+                                         "controller) or one TFJob (needs the Training Operator).")] = "job",
+    max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="--target kubernetes --k8s-api "
+                            "jobset: failurePolicy.maxRestarts, how often the JobSet recreates its Jobs after a "
+                            "failure.")] = 0,
 ) -> None:
     """Train: submit the job spec to Vertex AI (or --api legacy) and stream its logs until it ends; or, with
     --local, run it here — the first replica that fails ends the job, Ctrl-C stops every replica, and a summary
@@ -78,7 +82,7 @@ def train(
 
         reject_for_local(cloud_flags)
         return train_kube(spec_flags, target, package_path=package_path, package_flags=package_flags,
-                          namespace=namespace, k8s_api=k8s_api)
+                          namespace=namespace, k8s_api=k8s_api, max_restarts=max_restarts)
     if target is not None:
         from mlsubmit.commands._cluster_train import train_cluster
 

@@ -1,8 +1,10 @@
-"""A Kubernetes API subset on 127.0.0.1, enough for `kubectl apply/get/logs/delete` and the `kubernetes` Python
-client: discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default` exists), ConfigMaps,
-Services, batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), Pods (list, get,
-`log` with follow). Jobs' pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request
-answer 403, as a cluster whose RBAC refuses the user would.
+"""A Kubernetes API subset on 127.0.0.1, enough for `kubectl apply/get/logs/delete` and the `kubernetes` Python client:
+discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default` exists), ConfigMaps, Services,
+batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), jobset.x-k8s.io/v1alpha2 JobSets
+(the same verbs; their controller is mlsubmit.emulator.kube_jobset), kubeflow.org/v1 TFJobs (the Training Operator:
+mlsubmit.emulator.kube_tfjob), Pods (list, get, `log` with follow), OpenAPI v3 (mlsubmit.emulator.kube_openapi). The
+Job controller is mlsubmit.emulator.kube_jobs; pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request answer 403, as a cluster whose
+RBAC refuses the user would.
 
     server = KubeServer(port=0).start()   # server.url; server.stop() stops every pod
 """
@@ -11,30 +13,30 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import shutil
 import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_pods
+from mlsubmit.emulator import kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob
 
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
         "pods": ("Pod", True)}
 BATCH = {"jobs": ("Job", True)}
-_PATH = re.compile(r"^/(?:api/v1|apis/batch/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
-                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>log|status))?$")
+TABLES = {"/api/v1": (CORE, "v1"), "/apis/batch/v1": (BATCH, "batch/v1"),
+          "/apis/" + kube_jobset.GROUP_VERSION: (kube_jobset.RESOURCES, kube_jobset.GROUP_VERSION),
+          "/apis/" + kube_tfjob.GROUP_VERSION: (kube_tfjob.RESOURCES, kube_tfjob.GROUP_VERSION)}
+_PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/v1alpha2|/apis/kubeflow\.org/v1)"
+                   r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>log|status))?$")
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+_now = kube_jobs.now
 
 
 def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
@@ -63,8 +65,8 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
-class Store:
-    """The objects by (plural, namespace, name); the Job controller's pods."""
+class Store(kube_jobs.JobController):
+    """The objects by (plural, namespace, name); the Job controller (kube_jobs) and its pods; the JobSet controller."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -72,6 +74,8 @@ class Store:
         self.pods: dict[tuple[str, str], kube_pods.Pod] = {}
         self.lock = threading.RLock()
         self.version = 1
+        self.jobsets = kube_jobset.Controller(self)
+        self.tfjobs = kube_tfjob.Controller(self)
         self.add("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"},
                                     "status": {"phase": "Active"}})
 
@@ -90,83 +94,6 @@ class Store:
         with self.lock:
             return [o for (p, n, _), o in self.objects.items() if p == plural and (ns is None or n == ns)
                     and _matches(o["metadata"].get("labels", {}), selector)]
-
-    # -- the Job controller ------------------------------------------------------------------------------
-    def start_job(self, ns: str, job: dict[str, Any]) -> None:
-        spec = job["spec"]
-        job["status"] = {"active": 0, "startTime": _now()}
-        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
-        for index in range(int(spec.get("completions", 1))):
-            template = json.loads(json.dumps(spec["template"]))
-            meta = template.setdefault("metadata", {})
-            labels = {**meta.get("labels", {}), "batch.kubernetes.io/job-name": name, "job-name": name,
-                      "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
-                      "batch.kubernetes.io/job-completion-index": str(index)}
-            pod_name = f"{name}-{index}-{secrets.token_hex(3)[:5]}"
-            pod_spec = template["spec"]
-            pod_spec.setdefault("hostname", f"{name}-{index}")
-            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-                "name": pod_name, "labels": labels, "annotations": {"batch.kubernetes.io/job-completion-index":
-                                                                    str(index)},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
-                                     "controller": True, "blockOwnerDeletion": True}]},
-                "spec": {**pod_spec, "nodeName": "emulator"}, "status": {"phase": "Running", "startTime": _now(),
-                                                                         "podIP": "127.0.0.1"}}
-            self.add("pods", ns, pod)
-            runner = kube_pods.Pod(pod, kube_pods.new_workdir(self.root, pod_name))
-            self.pods[(ns, pod_name)] = runner
-            job["status"]["active"] += 1
-            kube_pods.start_pod(runner, lambda cm: self._config_map(ns, cm), {"JOB_COMPLETION_INDEX": str(index)},
-                                lambda p, code, job=job, ns=ns: self._pod_exited(ns, job, p, code))
-
-    def _config_map(self, ns: str, name: str) -> dict[str, str] | None:
-        found = self.objects.get(("configmaps", ns, name))
-        return None if found is None else dict(found.get("data", {}))
-
-    def _pod_exited(self, ns: str, job: dict[str, Any], pod: kube_pods.Pod, code: int) -> None:
-        with self.lock:
-            phase = "Succeeded" if code == 0 else "Failed"
-            pod.obj["status"].update(phase=phase, containerStatuses=[{
-                "name": "replica", "ready": False, "restartCount": 0, "image": "", "imageID": "",
-                "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                         "finishedAt": _now()}}}])
-            status = job["status"]
-            status["active"] = max(0, status["active"] - 1)
-            key = "succeeded" if code == 0 else "failed"
-            status[key] = status.get(key, 0) + 1
-            done = [c for c in status.get("conditions", []) if c["status"] == "True"]
-            if not done and (code != 0 and not pod.stopped):
-                self._finish(ns, job, "Failed", "BackoffLimitExceeded",
-                             f"pod {pod.obj['metadata']['name']} exited with code {code}")
-            elif not done and status.get("succeeded", 0) >= int(job["spec"].get("completions", 1)):
-                self._finish(ns, job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
-            pod.done.set()
-
-    def _finish(self, ns: str, job: dict[str, Any], kind: str, reason: str, message: str) -> None:
-        conditions = [{"type": "FailureTarget" if kind == "Failed" else "SuccessCriteriaMet", "status": "True",
-                       "reason": reason, "message": message, "lastProbeTime": _now(), "lastTransitionTime": _now()},
-                      {"type": kind, "status": "True", "reason": reason, "message": message,
-                       "lastProbeTime": _now(), "lastTransitionTime": _now()}]
-        job["status"]["conditions"] = conditions
-        if kind == "Complete":
-            job["status"]["completionTime"] = _now()
-        else:
-            self.stop_pods(ns, job["metadata"]["uid"])
-
-    def stop_pods(self, ns: str, uid: str, remove: bool = False, wait: float = 0.0) -> None:
-        with self.lock:
-            runners = [r for (n, _), r in self.pods.items() if n == ns
-                       and r.obj["metadata"]["labels"].get("controller-uid") == uid]
-        for runner in runners:
-            runner.stop()
-        deadline = time.monotonic() + wait
-        for runner in runners:
-            runner.done.wait(max(0.0, deadline - time.monotonic()))
-            if remove:
-                with self.lock:
-                    self.objects.pop(("pods", ns, runner.obj["metadata"]["name"]), None)
-                    self.pods.pop((ns, runner.obj["metadata"]["name"]), None)
-                shutil.rmtree(runner.workdir, ignore_errors=True)
 
     def stop(self) -> None:
         for runner in list(self.pods.values()):
@@ -191,7 +118,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _body(self) -> dict[str, Any]:
-        return json.loads(self._body_bytes() or b"{}")
+        """The request's JSON body, read once (a connection carries many requests: reset in _route)."""
+        if self._read is None:
+            self._read = json.loads(self._body_bytes() or b"{}")
+        return self._read
 
     def _body_bytes(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":  # Go's client when it knows no length
@@ -225,6 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
+        self._read: dict[str, Any] | None = None
         try:
             if method in ("POST", "PUT", "PATCH") and "protobuf" in self.headers.get("Content-Type", ""):
                 self._body_bytes()  # kubectl create sends protobuf for built-in kinds: not read here
@@ -251,6 +182,8 @@ class KubeServer(ThreadingHTTPServer):
     def __init__(self, port: int = 0, host: str = "127.0.0.1"):
         super().__init__((host, port), _Handler)
         self.forbid = False
+        self.serve_jobsets = True  # False: a cluster without the JobSet controller
+        self.serve_tfjobs = True  # False: a cluster without the Training Operator
         self._root = Path(tempfile.mkdtemp(prefix="mlsubmit-kube-"))
         self.store = Store(self._root)
         self.url = f"http://{host}:{self.server_address[1]}"
@@ -265,6 +198,10 @@ class KubeServer(ThreadingHTTPServer):
         self.store.stop()
         shutil.rmtree(self._root, ignore_errors=True)
 
+    def _tables(self) -> dict[str, tuple[dict[str, tuple[str, bool]], str]]:
+        off = {kube_jobset.GROUP_VERSION: not self.serve_jobsets, kube_tfjob.GROUP_VERSION: not self.serve_tfjobs}
+        return {p: t for p, t in TABLES.items() if not off.get(t[1])}
+
     def discovery(self, path: str) -> Any:
         host = f"127.0.0.1:{self.server_address[1]}"
         return {
@@ -272,16 +209,19 @@ class KubeServer(ThreadingHTTPServer):
             "/api": {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]},
             "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
-                "name": "batch", "versions": [{"groupVersion": "batch/v1", "version": "v1"}],
-                "preferredVersion": {"groupVersion": "batch/v1", "version": "v1"}}]},
-            "/api/v1": _resources(CORE, "v1"),
-            "/apis/batch/v1": _resources(BATCH, "batch/v1"),
+                "name": gv.partition("/")[0], "versions": [{"groupVersion": gv, "version": gv.partition("/")[2]}],
+                "preferredVersion": {"groupVersion": gv, "version": gv.partition("/")[2]}}
+                for _, gv in list(self._tables().values())[1:]]},
+            **{prefix: _resources(table, gv) for prefix, (table, gv) in self._tables().items()},
+            "/openapi/v3": kube_openapi.index(self._tables()),
+            **{"/openapi/v3" + prefix: kube_openapi.document(prefix, table, gv)
+               for prefix, (table, gv) in self._tables().items()},
         }.get(path)
 
     # -- the REST verbs ----------------------------------------------------------------------------------
     def api(self, handler: _Handler, method: str, match: re.Match, query: dict[str, str]) -> None:
         ns, plural, name, sub = match["ns"], match["plural"], match["name"], match["sub"]
-        table = BATCH if handler.path.startswith("/apis/batch/") else CORE
+        table, group_version = self._tables().get(match["prefix"], ({}, ""))
         if plural not in table:
             return handler._send(404, _status(404, "NotFound", f"the server could not find the resource {plural}"))
         kind, namespaced = table[plural]
@@ -297,8 +237,12 @@ class KubeServer(ThreadingHTTPServer):
                 items = [i for i in items if i["metadata"]["name"] == field.split("=", 1)[1]]
             if query.get("watch") in ("true", "1"):
                 return self._watch(handler, items, query)
-            return handler._send(200, {"kind": f"{kind}List", "apiVersion": "batch/v1" if table is BATCH else "v1",
+            return handler._send(200, {"kind": f"{kind}List", "apiVersion": group_version,
                                        "metadata": {"resourceVersion": str(store.version)}, "items": items})
+        if method in ("POST", "PUT") and query.get("fieldValidation") == "Strict":  # kubectl's default
+            refused = kube_openapi.refusal(handler._body(), f"{VERSION['major']}.{VERSION['minor']}")
+            if refused is not None:
+                return handler._send(refused[0], _status(*refused))
         if method == "POST" and name is None:
             obj = handler._body()
             obj_name = obj.get("metadata", {}).get("name")
@@ -311,6 +255,10 @@ class KubeServer(ThreadingHTTPServer):
                 store.add(plural, key_ns, obj)
                 if plural == "jobs":
                     store.start_job(key_ns, obj)
+                elif plural == "jobsets":
+                    store.jobsets.create(key_ns, obj)
+                elif plural == "tfjobs":
+                    store.tfjobs.create(key_ns, obj)
             return handler._send(201, obj)
         obj = store.objects.get((plural, key_ns, name))
         if obj is None:
@@ -326,7 +274,7 @@ class KubeServer(ThreadingHTTPServer):
             return self._delete(handler, plural, key_ns, name, obj, orphan=policy == "Orphan")
         if method in ("PUT", "PATCH"):
             body = handler._body()
-            if plural != "jobs":
+            if plural not in ("jobs", "jobsets", "tfjobs"):
                 obj.update({k: v for k, v in body.items() if k in ("data", "metadata", "spec")})
             return handler._send(200, obj)
         return handler._send(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
@@ -336,6 +284,10 @@ class KubeServer(ThreadingHTTPServer):
         store = self.store
         if plural == "jobs" and not orphan:
             store.stop_pods(ns, obj["metadata"]["uid"], remove=True, wait=20)
+        elif plural == "jobsets" and not orphan:
+            store.jobsets.delete(ns, obj)
+        elif plural == "tfjobs" and not orphan:
+            store.tfjobs.delete(ns, obj)
         elif plural == "pods":
             runner = store.pods.get((ns, name))
             if runner is not None:

@@ -1,13 +1,11 @@
-"""The emulated cluster's Job controller and kubelet: a batch/v1 Job's pods run as local processes.
+"""The emulated cluster's kubelet: the pods of a batch/v1 Job (mlsubmit.emulator.kube_jobs) run as local processes.
 
-A Job gets one pod per completion index (`<job>-<i>-<suffix>`, hostname `<job>-<i>`, `subdomain` from its
-template); a pod runs its container's command here: `python3` is this Python (the "image"), a configMap volume is
-a directory holding the ConfigMap's data, $JOB_COMPLETION_INDEX is set. THE ONE DIFFERENCE from a cluster: there
-is no DNS for `<host>.<subdomain>`, so a launcher spec file (a `.json` argument under a configMap mount) whose
-`address_pattern` names such hosts is rewritten into `addresses` of 127.0.0.1 with a port this emulator gives each
-host (the same host always gets the same port). A Job is Complete when every index exited 0, Failed at the first
-failure (backoffLimit 0); when a Job fails or is deleted its running pods are stopped. Processes die with the
-emulator (mlsubmit.local.children).
+A pod (`<job>-<i>-<suffix>`, hostname `<job>-<i>`, `subdomain` from its template) runs its container's command here:
+`python3` is this Python (the "image"), a configMap volume is a directory holding the ConfigMap's data,
+$JOB_COMPLETION_INDEX is set. THE ONE DIFFERENCE from a cluster: there is no DNS for `<host>.<subdomain>`, so a
+launcher spec file (a `.json` argument under a configMap mount) whose `address_pattern` names such hosts is rewritten
+into `addresses` of 127.0.0.1 with a port this emulator gives each host (the same host always gets the same port).
+Processes die with the emulator (mlsubmit.local.children).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def check_version(version: str) -> str:
 
 def config_text(spec: Any, notes: list[str], *, namespace: str = "default", k8s_api: str = "job",
                 k8s_version: str = validate.DEFAULT_VERSION, spot: bool = False,
-                packages: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+                packages: tuple[str, ...] = (), max_restarts: int = 0) -> tuple[str, list[str]]:
     """(YAML text, notes) of the job's Kubernetes objects for `kubectl apply -f -`."""
     check_version(k8s_version)
     if not spec.job_name:
@@ -28,9 +28,11 @@ def config_text(spec: Any, notes: list[str], *, namespace: str = "default", k8s_
                      "and pass --package-uris")
     name = manifests.kube_name(spec.job_name)
     job = manifests.KubeJob(name, manifests.request_id(spec, name, packages), namespace=namespace,
-                            packages=packages, api=k8s_api, spot=spot)
+                            packages=packages, api=k8s_api, spot=spot,
+                            max_restarts=max_restarts)
     objects = manifests.manifests(spec, job)
     validate.validate(objects, k8s_version)
+    kinds = {"jobset": "jobsets,configmaps", "tfjob": "tfjobs,configmaps"}.get(k8s_api, "jobs,services,configmaps")
     head = (f"# kubectl apply -f FILE   (validated for Kubernetes {k8s_version}; "
-            f"kubectl delete jobs,services,configmaps -l {manifests.JOB_LABEL}={name} to remove)\n")
+            f"kubectl delete {kinds} -l {manifests.JOB_LABEL}={name} to remove)\n")
     return head + manifests.to_yaml(objects), notes

@@ -8,6 +8,7 @@ index from $JOB_COMPLETION_INDEX and builds TF_CONFIG/CLUSTER_SPEC from the addr
 
 `api="jobset"`: one jobset.x-k8s.io/v1alpha2 JobSet, one replicatedJob per role (pods
 `<jobset>-<role>-0-<i>.<jobset>`), success when the chief's replicatedJob succeeds, `failurePolicy.maxRestarts`.
+`api="tfjob"`: one kubeflow.org/v1 TFJob (mlsubmit.kube.tfjob; the Training Operator sets TF_CONFIG).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from mlsubmit.errors import UsageError, invalid_value
 
-APIS = ("job", "jobset")
+APIS = ("job", "jobset", "tfjob")
 PORT = 2222
 MOUNT = "/mlsubmit"
 JOB_LABEL, REQUEST_LABEL, ROLE_LABEL = "mlsubmit.dev/job", "mlsubmit.dev/request-id", "mlsubmit.dev/role"
@@ -56,6 +57,9 @@ class KubeJob:
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise invalid_value("--k8s-api", self.api, " or ".join(APIS))
+        if self.max_restarts and self.api != "jobset":
+            raise invalid_value("--max-restarts", self.max_restarts, "0 with --k8s-api job (an Indexed Job fails "
+                                "at its first failed pod)", hint="add --k8s-api jobset, or drop --max-restarts")
         # the longest pod hostname is <name>-<role>-<index> (JobSet adds -0): it must stay a DNS label
         if not re.fullmatch(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?", self.name):
             raise invalid_value("Kubernetes job name", self.name, "1 to 40 lowercase letters, digits or '-', "
@@ -102,6 +106,8 @@ def _image(spec: Any) -> str:
 
 
 def address_pattern(job: KubeJob) -> str:
+    if job.api == "tfjob":  # the Training Operator's Service per pod
+        return f"{{job}}-{{role}}-{{index}}.{job.namespace}.svc:{PORT}"
     middle = "-0" if job.api == "jobset" else ""
     return f"{{job}}-{{role}}{middle}-{{index}}.{job.name}:{PORT}"
 
@@ -111,7 +117,7 @@ def launcher_specs(spec: Any, job: KubeJob) -> dict[str, dict[str, Any]]:
     roles = [[role, pool.replica_count] for role, pool in spec.pools.items()]
     base = {"job_id": job.name, "api": "vertex", "tier": spec.tier, "roles": roles, "module": spec.python_module,
             "args": list(spec.args), "job_dir": spec.job_dir, "packages": list(job.packages), "env": spec.env_dict,
-            "address_pattern": address_pattern(job)}
+            "address_pattern": address_pattern(job), **({"tf_config": "env"} if job.api == "tfjob" else {})}
     return {role: {**base, "role": role} for role, _ in roles}
 
 
@@ -219,6 +225,10 @@ def manifests(spec: Any, job: KubeJob) -> list[dict[str, Any]]:
     check_spec(spec)
     if job.api == "jobset":
         return [config_map(spec, job), jobset(spec, job)]
+    if job.api == "tfjob":
+        from mlsubmit.kube.tfjob import tfjob
+
+        return [config_map(spec, job), tfjob(spec, job)]
     return [config_map(spec, job), service(job), *(job_manifest(spec, job, role) for role in spec.pools)]
 
 

@@ -98,5 +98,9 @@ def validate(objects: list[dict[str, Any]], version: str = DEFAULT_VERSION) -> N
     for obj in objects:
         if obj.get("apiVersion", "").startswith("jobset.x-k8s.io/"):
             validate_jobset(obj, version)
+        elif obj.get("apiVersion", "").startswith("kubeflow.org/"):
+            from mlsubmit.kube import tfjob
+
+            tfjob.validate(obj, version)
         else:
             validate_builtin(obj, version)

@@ -156,6 +156,27 @@ def locate(spec, environ):
     return role, int(index)
 
 
+def operator_located(spec, environ):
+    """The spec as is, or, when it says `"tf_config": "env"` (a Kubeflow TFJob, whose operator sets TF_CONFIG), with
+    this replica's role and index and every address taken from the operator's $TF_CONFIG (evaluators, which that
+    cluster leaves out, get a placeholder address nobody dials)."""
+    if spec.get("tf_config") != "env":
+        return spec
+    try:
+        given = json.loads(environ["TF_CONFIG"])
+        task, cluster = given["task"], given["cluster"]
+    except (KeyError, ValueError, TypeError):
+        raise SpecError('the spec says "tf_config": "env" (a TFJob) but $TF_CONFIG is missing or has no task and '
+                        "cluster: is the Training Operator running the pod?") from None
+    addresses = []
+    for role, index in tasks_of(spec["roles"]):
+        hosts = cluster.get(role) or (cluster.get("master", []) if role == "chief" else [])
+        addresses.append(hosts[index] if index < len(hosts) else f"{spec['job_id']}-{role}-{index}:2222")
+    role = "chief" if task["type"] in ("chief", "master") else task["type"]
+    return {**{k: v for k, v in spec.items() if k != "address_pattern"}, "role": role, "index": int(task["index"]),
+            "addresses": addresses}
+
+
 def addresses_of(spec):
     """Every replica's address in `tasks_of` order: the spec's list, or its pattern filled in."""
     tasks = tasks_of(spec["roles"])
@@ -509,7 +530,8 @@ def run_replica(spec, out=None, environ=None):
     """Run one replica of `spec` to its end; returns its exit status (see the module docstring)."""
     out = out or sys.stdout
     environ = dict(os.environ if environ is None else environ)
-    role, index = locate(check_spec(spec), environ)
+    spec = operator_located(check_spec(spec), environ)
+    role, index = locate(spec, environ)
     replica = Replica(spec, role, index, out)
     replica.connect()
     own = spec.get("workdir")

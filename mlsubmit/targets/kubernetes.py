@@ -9,7 +9,9 @@
    (AlreadyExists with another request id) is refused, never overwritten;
 3. every replica pod's log is streamed with its `[role-index]` prefix; the state comes from the Jobs' conditions:
    the chief's Job Complete is success (the other replicas then end on their own: the launcher watches the chief;
-   those still running after a grace period are deleted), any Job Failed is failure;
+   those still running after a grace period are deleted), any Job Failed is failure; a JobSet's state is its own
+   Completed/Failed condition (its controller restarts the child Jobs up to failurePolicy.maxRestarts times, and
+   removes the replicas still running once the chief succeeded);
 4. cancel (Ctrl-C, SIGTERM, `mlsubmit jobs cancel`) deletes the job's objects with foreground propagation.
 """
 
@@ -26,6 +28,9 @@ from mlsubmit.kube import manifests
 
 CONNECT_SECONDS = 10
 GRACE_SECONDS = 30
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+TFJOB = ("kubeflow.org", "v1", "tfjobs")
+CUSTOM = {"JobSet": JOBSET, "TFJob": TFJOB}  # the kinds an operator runs: created, read and deleted as custom objects
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Cluster:
         self.where = f"kubernetes:{context or 'current context'} ({api.configuration.host})"
         self.namespace = namespace
         self.core, self.batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        self.custom, self.apis = client.CustomObjectsApi(api), client.ApisApi(api)
 
     def call(self, verb: str, resource: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """function(*args) with the API's refusals as one line: 403 names the verb and resource."""
@@ -96,6 +102,38 @@ class Cluster:
                              f"{self.namespace!r}") from None
 
 
+    def check_serves(self, k8s_api: str) -> None:
+        """UsageError unless the cluster serves the API group the objects need (JobSet: its controller's CRD)."""
+        needed = {"jobset": (*JOBSET[:2], "JobSets (the JobSet controller is not installed there)",
+                             "install it (https://jobset.sigs.k8s.io/docs/installation/)"),
+                  "tfjob": (*TFJOB[:2], "TFJobs (the Kubeflow Training Operator is not installed there)",
+                            "install the Training Operator v1 (https://www.kubeflow.org/docs/components/trainer/"
+                            "legacy-v1/installation/)")}.get(k8s_api)
+        if needed is None:
+            return
+        group, version, what, how = needed
+        groups = self.call("list", "API groups", self.apis.get_api_versions).groups or []
+        if not any(g.name == group and any(v.version == version for v in g.versions) for g in groups):
+            raise UsageError(f"{self.where} does not serve {group}/{version} {what}",
+                             hint=f"{how}, or use --k8s-api job (plain Indexed Jobs, no operator)")
+
+    def owners(self, selector: str) -> list[dict[str, Any]]:
+        """The JobSets and TFJobs with these labels (none of a kind the cluster does not serve)."""
+        from kubernetes.client.exceptions import ApiException
+
+        found = []
+        for kind, (group, version, plural) in CUSTOM.items():
+            try:
+                items = self.call("list", plural, self.custom.list_namespaced_custom_object, group, version,
+                                  self.namespace, plural, label_selector=selector)["items"]
+            except ApiException as err:
+                if err.status == 404:
+                    continue
+                raise
+            found += [{**item, "kind": kind} for item in items]
+        return found
+
+
 _CREATE = {"ConfigMap": ("core", "create_namespaced_config_map", "read_namespaced_config_map", "configmaps"),
            "Service": ("core", "create_namespaced_service", "read_namespaced_service", "services"),
            "Job": ("batch", "create_namespaced_job", "read_namespaced_job", "jobs")}
@@ -106,25 +144,46 @@ def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
     from kubernetes.client.exceptions import ApiException
 
     request = objects[0]["metadata"]["labels"][manifests.REQUEST_LABEL]
-    found = cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
-                         label_selector=f"{manifests.REQUEST_LABEL}={request}").items
-    if found:
+    selector = f"{manifests.REQUEST_LABEL}={request}"
+    if cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
+                    label_selector=selector).items:
+        return True
+    if any(o["kind"] in CUSTOM for o in objects) and cluster.owners(selector):
         return True
     for obj in objects:
-        api, create, read, resource = _CREATE[obj["kind"]]
-        client = getattr(cluster, api)
         try:
-            cluster.call("create", resource, getattr(client, create), cluster.namespace, obj)
+            _create(cluster, obj)
         except ApiException as err:
             if err.status != 409:
                 raise UsageError(f"the API server refused {obj['kind']} {obj['metadata']['name']!r}: "
                                  f"{err.status} {err.reason}") from None
-            there = cluster.call("get", resource, getattr(client, read), obj["metadata"]["name"], cluster.namespace)
-            if (there.metadata.labels or {}).get(manifests.REQUEST_LABEL) != request:
+            if _labels_there(cluster, obj).get(manifests.REQUEST_LABEL) != request:
                 raise UsageError(f"a {obj['kind']} named {obj['metadata']['name']!r} from another submission "
                                  f"exists in namespace {cluster.namespace!r}",
                                  hint="pick another --job-name, or delete the old job") from None
     return False
+
+
+def _create(cluster: Cluster, obj: dict[str, Any]) -> None:
+    if obj["kind"] in CUSTOM:
+        group, version, plural = CUSTOM[obj["kind"]]
+        cluster.call("create", plural, cluster.custom.create_namespaced_custom_object, group, version,
+                     cluster.namespace, plural, obj)
+        return
+    api, create, _, resource = _CREATE[obj["kind"]]
+    cluster.call("create", resource, getattr(getattr(cluster, api), create), cluster.namespace, obj)
+
+
+def _labels_there(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
+    name = obj["metadata"]["name"]
+    if obj["kind"] in CUSTOM:
+        group, version, plural = CUSTOM[obj["kind"]]
+        there = cluster.call("get", plural, cluster.custom.get_namespaced_custom_object, group, version,
+                             cluster.namespace, plural, name)
+        return there["metadata"].get("labels") or {}
+    api, _, read, resource = _CREATE[obj["kind"]]
+    there = cluster.call("get", resource, getattr(getattr(cluster, api), read), name, cluster.namespace)
+    return there.metadata.labels or {}
 
 
 def delete_job(cluster: Cluster, name: str) -> int:
@@ -134,6 +193,11 @@ def delete_job(cluster: Cluster, name: str) -> int:
     selector = f"{manifests.JOB_LABEL}={name}"
     body = client.V1DeleteOptions(propagation_policy="Foreground")
     count = 0
+    for owner in cluster.owners(selector):  # first: its operator's Jobs and pods go with it
+        group, version, plural = CUSTOM[owner["kind"]]
+        cluster.call("delete", plural, cluster.custom.delete_namespaced_custom_object, group, version,
+                     cluster.namespace, plural, owner["metadata"]["name"], body=body)
+        count += 1
     for job in cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
                             label_selector=selector).items:
         cluster.call("delete", "jobs", cluster.batch.delete_namespaced_job, job.metadata.name, cluster.namespace,
@@ -148,8 +212,17 @@ def delete_job(cluster: Cluster, name: str) -> int:
     return count
 
 
-def job_state(jobs: list[Any]) -> tuple[str, str]:
-    """(state, reason) of a job from its Jobs' conditions: RUNNING, SUCCEEDED (the chief's Job Complete), FAILED."""
+def job_state(jobs: list[Any], owners: list[dict[str, Any]] | None = None) -> tuple[str, str]:
+    """(state, reason) of a job: from its JobSet's or TFJob's conditions when it has one (Completed or Succeeded,
+    Failed), else from its Jobs' conditions: RUNNING, SUCCEEDED (the chief's Job Complete), FAILED."""
+    if owners:
+        owner = owners[0]
+        for condition in (owner.get("status") or {}).get("conditions") or []:
+            if condition.get("status") == "True" and condition.get("type") in ("Completed", "Succeeded", "Failed"):
+                state = "FAILED" if condition["type"] == "Failed" else "SUCCEEDED"
+                why = condition.get("message") or condition["type"]
+                return state, f"{owner['kind']} {owner['metadata']['name']}: {why}"
+        return "RUNNING", ""
     for job in jobs:
         for condition in job.status.conditions or []:
             if condition.type == "Failed" and condition.status == "True":
@@ -160,6 +233,12 @@ def job_state(jobs: list[Any]) -> tuple[str, str]:
     if not jobs:
         return "CANCELLED", "the job's objects were deleted"
     return "RUNNING", ""
+
+
+def replica_index(labels: dict[str, str]) -> str:
+    """A pod's replica index: its Indexed Job's completion index, or the Training Operator's replica index."""
+    return labels.get("batch.kubernetes.io/job-completion-index") or labels.get("training.kubeflow.org/replica-index") \
+        or "0"
 
 
 class _Logs:
@@ -175,7 +254,7 @@ class _Logs:
             if name in self.threads:
                 continue
             labels = pod.metadata.labels or {}
-            index = labels.get("batch.kubernetes.io/job-completion-index", "0")
+            index = replica_index(labels)
             replica = f"{labels.get(manifests.ROLE_LABEL, '?')}-{index}"
             thread = threading.Thread(target=self._stream, args=(name, replica), daemon=True)
             self.threads[name] = thread
@@ -211,7 +290,8 @@ class _Logs:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: threading.Event) -> KubeOutcome:
+def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: threading.Event,
+           k8s_api: str = "job") -> KubeOutcome:
     """Stream the job's logs until its state is final (see the module docstring)."""
     started = time.monotonic()
     logs = _Logs(cluster, say)
@@ -222,7 +302,11 @@ def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: t
             delete_job(cluster, name)
             return KubeOutcome(name, "CANCELLED", time.monotonic() - started, "cancelled")
         logs.follow(cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items)
-        state, reason = job_state(cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items)
+        owners = cluster.owners(selector) if k8s_api != "job" else None
+        state, reason = job_state(cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items,
+                                  owners)
+        if owners == [] and state == "RUNNING":
+            state, reason = "CANCELLED", "the job's objects were deleted"
         if state == "RUNNING":
             cancelled.wait(0.5)
     if state == "SUCCEEDED":

@@ -45,8 +45,8 @@ class KubeJobs:
         return self.cluster.call("list", "jobs", self.cluster.batch.list_namespaced_job, self.cluster.namespace,
                                  label_selector=selector).items
 
-    def _status(self, name: str, jobs: list[Any]) -> JobStatus:
-        state, reason = kube.job_state(jobs)
+    def _status(self, name: str, jobs: list[Any], jobsets: list[dict[str, Any]]) -> JobStatus:
+        state, reason = kube.job_state(jobs, jobsets)
         if state == "RUNNING" and not any((j.status.active or 0) for j in jobs):
             state = "PENDING" if not any(j.status.start_time for j in jobs) else state
         roles = [(j.metadata.labels or {}).get(manifests.ROLE_LABEL, "?") for j in jobs]
@@ -54,26 +54,39 @@ class KubeJobs:
         starts = [j.status.start_time for j in jobs if j.status.start_time]
         ends = [j.status.completion_time for j in jobs if j.status.completion_time]
         created = min((j.metadata.creation_timestamp for j in jobs), default=None)
+        created_at = _time(created)
+        labels = dict(jobs[0].metadata.labels or {}) if jobs else {}
+        details: dict[str, Any] = {"jobs": [j.metadata.name for j in jobs]}
+        if jobsets:  # the JobSet (or TFJob) is the job: its labels, its creation time, its restarts
+            meta = jobsets[0]["metadata"]
+            labels, created_at = dict(meta.get("labels") or {}), meta.get("creationTimestamp") or created_at
+            details.update({jobsets[0]["kind"].lower(): meta["name"]},
+                           restarts=(jobsets[0].get("status") or {}).get("restarts", 0))
         return JobStatus(API, name, name, name, state, state, self.cluster.namespace, self.cluster.where,
-                         _time(created), _time(min(starts)) if starts else None,
+                         created_at, _time(min(starts)) if starts else None,
                          _time(max(ends)) if ends and state in ("SUCCEEDED", "FAILED") else None,
-                         reason if state == "FAILED" else None, None, dict(jobs[0].metadata.labels or {}), "CUSTOM",
-                         pools, {"jobs": [j.metadata.name for j in jobs]}, {}, {"namespace": self.cluster.namespace})
+                         reason if state == "FAILED" else None, None, labels, "CUSTOM",
+                         pools, details, {}, {"namespace": self.cluster.namespace})
 
     def get(self, job: str) -> JobStatus:
         name = self.resolve(job)
         jobs = self._jobs(f"{manifests.JOB_LABEL}={name}")
-        if not jobs:
+        jobsets = self.cluster.owners(f"{manifests.JOB_LABEL}={name}")
+        if not jobs and not jobsets:
             raise UsageError(f"no Kubernetes job {name!r} in namespace {self.cluster.namespace!r} on "
                              f"{self.cluster.where}", hint="see `mlsubmit jobs list --api kubernetes`")
-        return self._status(name, jobs)
+        return self._status(name, jobs, jobsets)
 
     def list(self, state: str | None = None, limit: int = 20, *, filter: str | None = None) -> list[JobStatus]:
         wanted = check_state(state) if state else None
         by_name: dict[str, list[Any]] = {}
         for job in self._jobs(manifests.JOB_LABEL):
             by_name.setdefault(job.metadata.labels[manifests.JOB_LABEL], []).append(job)
-        found = [self._status(name, jobs) for name, jobs in by_name.items()]
+        jobsets: dict[str, list[dict[str, Any]]] = {}
+        for jobset in self.cluster.owners(manifests.JOB_LABEL):
+            jobsets.setdefault(jobset["metadata"]["labels"][manifests.JOB_LABEL], []).append(jobset)
+            by_name.setdefault(jobset["metadata"]["labels"][manifests.JOB_LABEL], [])
+        found = [self._status(name, jobs, jobsets.get(name, [])) for name, jobs in by_name.items()]
         found = [s for s in found if wanted is None or s.state == wanted]
         return sorted(found, key=lambda s: s.create_time or "", reverse=True)[:limit]
 
@@ -92,7 +105,7 @@ class KubeJobs:
         found = []
         for pod in pods:
             labels = pod.metadata.labels or {}
-            replica = f"{labels.get(manifests.ROLE_LABEL)}-{labels.get('batch.kubernetes.io/job-completion-index', 0)}"
+            replica = f"{labels.get(manifests.ROLE_LABEL)}-{kube.replica_index(labels)}"
             if task is not None and task != replica:
                 continue
             text = self.cluster.call("get", "pods/log", self.cluster.core.read_namespaced_pod_log,
