@@ -1,7 +1,7 @@
 """Skip typer's pydantic coercion for plain options, to keep command start-up fast.
 
 typer 0.29 coerces every option value (even an absent `--help`) through a pydantic TypeAdapter built on first
-use; importing pydantic and building the adapters costs ~80-150 ms per run. Options typed bool, str, Path or
+use; importing pydantic and building the adapters costs ~80-150 ms per run. Options typed bool, str, int, Path or
 list[str] need no such machinery: `plain_coercion(params)` presets typer's lazily built `_runtime_param` of
 those options with `_Plain`, which returns the value as the command line gave it. On a typer without
 `_runtime_param` the preset attribute is simply unused and typer coerces as usual.
@@ -22,7 +22,14 @@ class _Plain:
             return () if param.multiple or param.nargs == -1 else None
         if isinstance(value, (list, tuple)):
             return [str(item) for item in value]
-        return value if isinstance(value, self.kind) else self.kind(value)
+        if isinstance(value, self.kind):
+            return value
+        try:
+            return self.kind(value)
+        except ValueError:  # an int option given a word: click's own one-line usage error
+            from typer._click.exceptions import BadParameter
+
+            raise BadParameter(f"{value!r} is not a valid integer.", ctx=ctx, param=param) from None
 
 
 _PATH_DEFAULTS = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "readable": True,
@@ -36,13 +43,13 @@ def _constrained(info: Any) -> bool:
 
 
 def plain_coercion(params: Iterable[Any]) -> None:
-    """Give every unconstrained bool / str / Path / list[str] typer parameter in `params` the plain coercion."""
+    """Give every unconstrained bool / str / int / Path / list[str] typer parameter in `params` the plain coercion."""
     for param in params:
         descriptor = getattr(param, "type_descriptor", None)
         if descriptor is None or _constrained(getattr(descriptor, "parameter_info", None)):
             continue
         annotation = descriptor.annotation
-        if annotation in (bool, str, Path):
+        if annotation in (bool, str, Path, int):
             param._runtime_param = _Plain(annotation)
         elif get_origin(annotation) is list and get_args(annotation) == (str,):
             param._runtime_param = _Plain(str)

@@ -39,7 +39,7 @@ def config(
                                          "and a headless Service (job), one JobSet, or one TFJob.")] = "job",
     k8s_version: Annotated[str, typer.Option("--k8s-version", help="kubernetes: the cluster version whose "
                                              "schemas the objects are validated against.")] = "1.33",
-    max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="kubernetes --k8s-api jobset: "
+    max_restarts: Annotated[int, typer.Option("--max-restarts", help="kubernetes --k8s-api jobset: "
                             "failurePolicy.maxRestarts, how often the JobSet recreates its Jobs after a "
                             "failure.")] = 0,
     package_uris: Annotated[Optional[str], typer.Option("--package-uris", metavar="URI,…", help="The staged "

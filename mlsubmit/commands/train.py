@@ -62,7 +62,7 @@ def train(
     k8s_api: Annotated[str, typer.Option("--k8s-api", metavar="job|jobset|tfjob", help="--target kubernetes: "
                                          "Indexed Jobs and a headless Service, one JobSet (needs the JobSet "
                                          "controller) or one TFJob (needs the Training Operator).")] = "job",
-    max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="--target kubernetes --k8s-api "
+    max_restarts: Annotated[int, typer.Option("--max-restarts", help="--target kubernetes --k8s-api "
                             "jobset: failurePolicy.maxRestarts, how often the JobSet recreates its Jobs after a "
                             "failure.")] = 0,
 ) -> None:

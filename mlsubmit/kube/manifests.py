@@ -57,6 +57,8 @@ class KubeJob:
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise invalid_value("--k8s-api", self.api, " or ".join(APIS))
+        if self.max_restarts < 0:
+            raise invalid_value("--max-restarts", self.max_restarts, "a count of restarts, 0 or more")
         if self.max_restarts and self.api != "jobset":
             raise invalid_value("--max-restarts", self.max_restarts, "0 with --k8s-api job (an Indexed Job fails "
                                 "at its first failed pod)", hint="add --k8s-api jobset, or drop --max-restarts")
