@@ -144,11 +144,15 @@ def check_cancel(cluster, tmp: Path, home: Path, package: Path) -> None:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = threading.Event()
     out: list[str] = []
+    started: set[str] = set()
 
     def read() -> None:
         for line in job.stdout:
             out.append(line)
-            if line.startswith("[chief-0]") and "role chief 0" in line:
+            for tag, role in (("[chief-0]", "role chief 0"), ("[worker-0]", "role worker 0"), ("[ps-0]", "role ps 0")):
+                if line.startswith(tag) and role in line:
+                    started.add(tag)
+            if len(started) == 3:  # every replica runs (the engine may start them in any order)
                 seen.set()
 
     reader = threading.Thread(target=read, daemon=True)
