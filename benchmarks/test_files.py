@@ -2,11 +2,11 @@
 
 A test-speed change is measured against its baseline on the same machine at the same time: the baseline's
 versions of the files (`git show REF:PATH`) are copied next to them as tests/test_zz_baseline_*.py and each
-variant runs in its own `pytest -n 0` process, baseline and current one after the other, `--repeats` times. Both
+variant runs in its own `pytest -n 0` process, baseline and current one after the other (then the other way round), `--repeats` times. Both
 run against this checkout's product code, so only the tests differ. The load average is printed with each run:
 on a shared machine, compare only figures taken in the same run.
 
-    python benchmarks/test_files.py tests/test_cost_preemption.py [more files] [--base main] [--repeats 1]
+    python benchmarks/test_files.py tests/test_cost_preemption.py [more files] [--base main] [--repeats 1] [--current-first]
                                     [-- extra pytest arguments, e.g. -k preempted]
 """
 
@@ -53,15 +53,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="test files, relative to the checkout's root")
     parser.add_argument("--base", default="main", help="the git ref whose versions are the baseline")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each; the order alternates run by run")
+    parser.add_argument("--current-first", action="store_true", help="start with the current files")
     args = parser.parse_args(own)
     copies = baseline_copies(args.files, args.base)
     print(f"{platform.node()}: {os.cpu_count()} cores; baseline {args.base}; pytest -n 0 {' '.join(extra)}",
           flush=True)
     walls: dict[str, list[float]] = {"baseline": [], "current": []}
     try:
-        for _ in range(args.repeats):
-            for variant, files in (("baseline", [str(c.relative_to(ROOT)) for c in copies]), ("current", args.files)):
+        variants = [("baseline", [str(c.relative_to(ROOT)) for c in copies]), ("current", args.files)]
+        for repeat in range(args.repeats):
+            for variant, files in variants[::-1] if (repeat % 2 == 0) == args.current_first else variants:
                 wall, last, load = timed_pytest(files, extra)
                 walls[variant].append(wall)
                 print(f"{variant:9} {wall:7.1f} s  (load {load})  {last}", flush=True)
