@@ -1,5 +1,5 @@
 """Spot jobs preempted by the training-service emulator. The bundled trainer, preempted twice (POST
-/emulator/v1/preempt once it has finished epoch 3, and again after epoch 7: at a point of its training, whatever the
+/emulator/v1/preempt once it has finished epoch 1, and again after epoch 3: at a point of its training, whatever the
 machine's speed), ends SUCCEEDED with the same per-epoch losses and test metrics as the same job never preempted: it
 resumes from its backup in AIP_CHECKPOINT_DIR each time its replicas start again. `mlsubmit emulator
 --preempt-spot-after` preempts on a timer, at most --preempt-spot-times times, with the same AIP_CHECKPOINT_DIR.
@@ -16,8 +16,10 @@ from support.training_emulator import TrainingEmulator
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 pytestmark = pytest.mark.slow
-# about half a second an epoch here; the same seed in both runs.
-EPOCHS = 12
+# about half a second an epoch here; the same seed in both runs. Preempted after epochs 1 and 3 of 6: a backup to
+# resume from each time, and epochs left to run after the second preemption.
+EPOCHS = 6
+PREEMPT_AFTER = (1, 3)
 TRAINER_ARGS = ("--", "--data", "synthetic:16x16x1:10:1500", "--batch-size", "16", "--epochs", str(EPOCHS),
                 "--patience", "100", "--model", "dense", "--seed", "7")
 
@@ -33,7 +35,7 @@ def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
     spot_run = cloud.start(*common, "--spot", "--job-name", "spot_run", *TRAINER_ARGS)
     steady_run = cloud.start(*common, "--job-name", "steady_run", *TRAINER_ARGS)  # at the same time: less wall time
     spot_run.wait_for("accepted")
-    for after_epoch, nth in ((3, 1), (7, 2)):
+    for nth, after_epoch in enumerate(PREEMPT_AFTER, 1):
         spot_run.wait_for(f"Epoch {after_epoch + 1}/{EPOCHS}", timeout=300)  # epoch N ended: its backup is pushed
         (job,) = [j for j in cloud.vertex_jobs() if j["displayName"] == "spot_run"]
         assert cloud.emulator.admin("POST", f"preempt?job={job['name']}") == {"job": job["name"], "preempted": True}
@@ -56,7 +58,7 @@ def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
 
     preempted = json.loads(cloud.object(f"{_job_dir(spot.stderr)}/metrics.json"))
     never = json.loads(cloud.object(f"{_job_dir(steady.stderr)}/metrics.json"))
-    assert preempted["resumed_from_epoch"] >= 7, preempted  # the last start resumed from epoch 7's backup
+    assert preempted["resumed_from_epoch"] >= PREEMPT_AFTER[-1], preempted  # the last start resumed from its backup
     assert never.get("resumed_from_epoch") in (None, 0), never
     assert preempted["epochs_run"] == never["epochs_run"] == EPOCHS
     history = {name: json.loads(cloud.object(f"{_job_dir(run.stderr)}/history.json"))
@@ -73,18 +75,20 @@ def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
 
 def test_the_emulator_preempts_spot_jobs_on_a_timer_at_most_n_times_with_the_same_checkpoint_dir(
         gcs, emulator_home, task_project):
-    """`--preempt-spot-after 3 --preempt-spot-times 2`: a spot job whose replica sleeps 6 s is stopped twice and
-    finishes on its third start, each start with the same AIP_CHECKPOINT_DIR; an on-demand job is never stopped."""
+    """`--preempt-spot-after 2 --preempt-spot-times 2`: a spot job whose replica sleeps 4 s is stopped twice and
+    finishes on its third start, each start with the same AIP_CHECKPOINT_DIR; an on-demand job (submitted at the same
+    time, sleeping as long) is never stopped."""
     from support.submit_cli import Cloud
 
     gcs_emulator, bucket = gcs
     with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=emulator_home,
-                          extra_args=("--preempt-spot-after", "3", "--preempt-spot-times", "2")) as emulator:
+                          extra_args=("--preempt-spot-after", "2", "--preempt-spot-times", "2")) as emulator:
         cloud = Cloud(emulator, gcs_emulator, bucket)
         common = ("train", "--package-path", task_project, "--python-module", "tinypkg.task", "--skip-preflight",
                   "--machine-type", "n1-standard-4", "--job-dir", f"gs://{bucket}/out")
-        spot = cloud.run(*common, "--spot", "--", "--sleep", "6")
-        steady = cloud.run(*common, "--", "--sleep", "6")
+        spot_run = cloud.start(*common, "--spot", "--", "--sleep", "4")
+        steady_run = cloud.start(*common, "--", "--sleep", "4")
+        spot, steady = spot_run.finish(timeout=300), steady_run.finish(timeout=300)
     assert spot.code == 0 and steady.code == 0, spot.stderr[-2000:] + steady.stderr[-2000:]
     said = [line for line in spot.stdout.splitlines() if "were preempted" in line]
     assert [re.search(r"\(preemption (\d)\)", line).group(1) for line in said] == ["1", "2"]

@@ -48,11 +48,14 @@ def _loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics) ->
 
 @pytest.mark.slow
 def test_jax_trains_data_parallel_over_two_emulated_devices(tmp_path):
-    job, npz, result, metrics = _train(tmp_path, "--backend", "jax", env={"MLSUBMIT_EMULATE_DEVICES": "2"})
+    # the examples' multi-backend recipe's default model (tests/test_backends_job.py runs the recipe on dense)
+    job, npz, result, metrics = _train(tmp_path, "--backend", "jax", "--model", "mnist_convnet",
+                                       env={"MLSUBMIT_EMULATE_DEVICES": "2"})
     from importlib.metadata import version
 
     assert (metrics["backend"], metrics["backend_version"], metrics["keras_backend"]) == ("jax", version("jax"), "jax")
     assert metrics["strategy"] == "data_parallel" and metrics["replicas"] == 2
+    assert metrics["model"] == "mnist_convnet"
     assert metrics["distribution"] == "keras.distribution.DataParallel over 2 devices (cpu:0, cpu:1)"
     assert metrics["global_batch"] == 32 and metrics["devices"] == ["cpu:0", "cpu:1"]
     assert metrics["formats"] == ["model.keras", "model.h5", "saved_model"] and metrics["formats_skipped"] == {}
@@ -66,11 +69,13 @@ def test_jax_trains_data_parallel_over_two_emulated_devices(tmp_path):
 
 @pytest.mark.slow
 def test_torch_trains_on_one_device_and_names_the_format_it_cannot_write(tmp_path):
-    job, npz, result, metrics = _train(tmp_path, env={"KERAS_BACKEND": "torch", "MLSUBMIT_EMULATE_DEVICES": "2"})
+    job, npz, result, metrics = _train(tmp_path, "--model", "mnist_convnet",
+                                       env={"KERAS_BACKEND": "torch", "MLSUBMIT_EMULATE_DEVICES": "2"})
     import torch
 
     assert (metrics["backend"], metrics["backend_version"]) == ("torch", torch.__version__)
     assert metrics["replicas"] == 1 and metrics["global_batch"] == 16 and metrics["devices"] == ["cpu"]
+    assert metrics["model"] == "mnist_convnet"
     assert metrics["distribution"] == "one device (cpu): Keras 3.15 distributes only on JAX and TensorFlow"
     assert metrics["formats"] == ["model.keras", "model.h5"]
     assert set(metrics["formats_skipped"]) == {"saved_model"} and "torch" in metrics["formats_skipped"]["saved_model"]

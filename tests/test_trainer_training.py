@@ -158,7 +158,7 @@ def test_digits_reach_95_percent_test_accuracy(tmp_path):
 
 def test_preempted_job_resumes_from_its_last_finished_epoch(tmp_path):
     job = tmp_path / "job"
-    args = ["--job-dir", str(job), "--data", "synthetic:16x16x1:4:3000", "--batch-size", "8", "--epochs", "4",
+    args = ["--job-dir", str(job), "--data", "synthetic:16x16x1:4:1200", "--batch-size", "8", "--epochs", "4",
             "--patience", "50", "--model", "dense"]
     proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})

@@ -58,8 +58,10 @@ def no_tf_python(images_home) -> str:
         if not (home / ".complete").exists():  # built in place under the lock; an interrupted build is redone
             shutil.rmtree(home, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, timeout=120)
-            done = subprocess.run([str(python), "-m", "pip", "install", "-q", *REQUIREMENTS], capture_output=True,
-                                  text=True, timeout=900)
+            # --no-compile: pip would byte-compile all ~11,000 modules (as long as the install itself, measured);
+            # Python compiles the few the runs import, once, into the kept venv
+            done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-compile", *REQUIREMENTS],
+                                  capture_output=True, text=True, timeout=900)
             assert done.returncode == 0, done.stderr[-3000:]
             (home / ".complete").write_text("\n".join(REQUIREMENTS) + "\n")
     probe = "import importlib.util as u; print(u.find_spec('tensorflow'), u.find_spec('keras') is not None)"
