@@ -51,9 +51,10 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if argv[0] == "test":
         # two workers (pytest-xdist), each taking whole test files so a file's module fixtures start once: most
-        # tests wait on subprocesses and servers, so two at a time on 2 cores take ~0.6x as long (measured)
+        # tests wait on subprocesses and servers, so two at a time on 2 cores take ~0.6x as long (measured); files
+        # are handed out heaviest first, in the order tests/support/ordering.py gives (not xdist's by test count)
         parallel = [] if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) or arg == "no:xdist"
-                             for arg in argv[1:]) else ["-n", "2", "--dist", "loadfile"]
+                             for arg in argv[1:]) else ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
         cmd = [str(python), "-m", "pytest", *parallel, *argv[1:]]
     else:
         cmd = [str(python), str(ROOT / "examples" / "digits_job.py"), *argv[1:]]

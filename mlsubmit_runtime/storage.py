@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from mlsubmit_runtime.errors import InputError
+
+LATEST, SNAPSHOTS = "LATEST", "snapshots"  # push_snapshot's pointer and folder below a location
 
 
 def is_gcs(uri: str) -> bool:
@@ -116,6 +119,47 @@ class Location:
             return 0
         count = 0
         prefix = f"{self._prefix}/" if self._prefix else ""
+        for blob in self.bucket.client.list_blobs(self._bucket_name, prefix=prefix):
+            target = self.local / blob.name[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            blob.download_to_filename(str(target))
+            count += 1
+        return count
+
+    def push_snapshot(self) -> str | None:
+        """Publish every file below `local` as one snapshot that a reader sees whole or not at all (a backup that a
+        preemption may interrupt while it is sent): the files go under `snapshots/<id>/`, then the one object
+        `LATEST` names the id (a single object write is atomic), then older snapshots are deleted. Returns the id
+        (None when there is nothing to send)."""
+        if not self.remote:
+            return None
+        files = sorted(p for p in self.local.rglob("*") if p.is_file())
+        if not files:
+            return None
+        snapshot = f"{time.time_ns():x}"
+        for path in files:
+            self.bucket.blob(self._blob_name(f"{SNAPSHOTS}/{snapshot}/{path.relative_to(self.local).as_posix()}")
+                             ).upload_from_filename(str(path))
+        self.bucket.blob(self._blob_name(LATEST)).upload_from_string(snapshot)
+        keep = self._blob_name(f"{SNAPSHOTS}/{snapshot}/")
+        for blob in list(self.bucket.client.list_blobs(self._bucket_name, prefix=self._blob_name(f"{SNAPSHOTS}/"))):
+            if not blob.name.startswith(keep):
+                blob.delete()
+        return snapshot
+
+    def pull_snapshot(self) -> int:
+        """Download the snapshot `LATEST` names (push_snapshot) into `local`. Returns the number of files (0 when
+        there is none)."""
+        if not self.remote:
+            return 0
+        from google.api_core.exceptions import NotFound
+
+        try:
+            snapshot = self.bucket.blob(self._blob_name(LATEST)).download_as_text().strip()
+        except NotFound:
+            return 0
+        prefix = self._blob_name(f"{SNAPSHOTS}/{snapshot}/")
+        count = 0
         for blob in self.bucket.client.list_blobs(self._bucket_name, prefix=prefix):
             target = self.local / blob.name[len(prefix):]
             target.parent.mkdir(parents=True, exist_ok=True)

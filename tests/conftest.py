@@ -17,7 +17,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # turn image environments on for their own processes.
 os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
-pytest_plugins = ["support.leftovers"]  # no process the suite starts outlives its test or the session
+# no process the suite starts outlives its test or the session; the heaviest test files are handed out first
+pytest_plugins = ["support.leftovers", "support.ordering"]
 
 
 @pytest.fixture(scope="session")

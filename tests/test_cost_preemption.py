@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -30,14 +31,29 @@ def _job_dir(stderr: str) -> str:
     return match.group(1)
 
 
+def _wait_for_backup(cloud, job: dict, epochs: int, timeout: float = 300.0) -> None:
+    """Until the job's backup in AIP_CHECKPOINT_DIR holds `epochs` finished epochs. The trainer pushes its backup
+    after every epoch as one snapshot (LATEST names it); polled here, not through the followed logs, which arrive
+    seconds later under load, by when the trainer may have finished and removed its backup."""
+    checkpoints = f"{job['jobSpec']['baseOutputDirectory']['outputUriPrefix'].rstrip('/')}/checkpoints"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        latest = cloud.object(f"{checkpoints}/LATEST")
+        meta = latest and cloud.object(f"{checkpoints}/snapshots/{latest.decode()}/training_metadata.json")
+        if meta and json.loads(meta)["epoch"] >= epochs:  # (the snapshot LATEST named may be gone: read again)
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no backup of {epochs} epoch(s) in {checkpoints} after {timeout} s")
+
+
 def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
     common = ("train", "--machine-type", "n1-standard-4", "--package-path", "trainer", "--skip-preflight")
     spot_run = cloud.start(*common, "--spot", "--job-name", "spot_run", *TRAINER_ARGS)
     steady_run = cloud.start(*common, "--job-name", "steady_run", *TRAINER_ARGS)  # at the same time: less wall time
     spot_run.wait_for("accepted")
     for nth, after_epoch in enumerate(PREEMPT_AFTER, 1):
-        spot_run.wait_for(f"Epoch {after_epoch + 1}/{EPOCHS}", timeout=300)  # epoch N ended: its backup is pushed
         (job,) = [j for j in cloud.vertex_jobs() if j["displayName"] == "spot_run"]
+        _wait_for_backup(cloud, job, after_epoch)  # right after epoch N's backup, not when its log line arrives
         assert cloud.emulator.admin("POST", f"preempt?job={job['name']}") == {"job": job["name"], "preempted": True}
         spot_run.wait_for(f"(preemption {nth})")
     spot, steady = spot_run.finish(timeout=600), steady_run.finish(timeout=600)
@@ -59,6 +75,7 @@ def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
     preempted = json.loads(cloud.object(f"{_job_dir(spot.stderr)}/metrics.json"))
     never = json.loads(cloud.object(f"{_job_dir(steady.stderr)}/metrics.json"))
     assert preempted["resumed_from_epoch"] >= PREEMPT_AFTER[-1], preempted  # the last start resumed from its backup
+    assert not [name for name in cloud.objects() if "/checkpoints/" in name]  # a finished job leaves no backup
     assert never.get("resumed_from_epoch") in (None, 0), never
     assert preempted["epochs_run"] == never["epochs_run"] == EPOCHS
     history = {name: json.loads(cloud.object(f"{_job_dir(run.stderr)}/history.json"))

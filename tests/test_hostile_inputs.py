@@ -412,7 +412,8 @@ def model_dir(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("predict")
     inputs = keras.Input((4,))
-    keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(inputs)).save(folder / "m.keras")
+    # named: Keras numbers unnamed layers per process (dense_3 after other tests' models), the cases below name it
+    keras.Model(inputs, keras.layers.Dense(3, activation="softmax", name="dense")(inputs)).save(folder / "m.keras")
     whole = (folder / "m.keras").read_bytes()
     (folder / "cut.keras").write_bytes(whole[:len(whole) // 2])
     x = np.random.default_rng(0).random((6, 4), dtype=np.float32)

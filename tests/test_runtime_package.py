@@ -173,3 +173,53 @@ def test_a_users_own_trainer_package_beside_mlsubmit_breaks_nothing_and_uses_the
                     "--output", str(tmp_path / "p.csv"))
     assert predicted.returncode == 0, predicted.stderr[-2000:]
     assert (tmp_path / "p.csv").read_text().count("\n") == 5
+
+
+def test_a_backup_interrupted_while_it_is_sent_resumes_from_the_last_whole_one(gcs, tmp_path, monkeypatch):
+    """A preemption can stop a replica while it sends its backup; what it resumes from must be one epoch's files,
+    never the new weights beside the old epoch number."""
+    from google.cloud.storage import Blob
+
+    from mlsubmit_runtime.storage import Location
+
+    _, bucket = gcs
+    local = tmp_path / "backup"
+    (local / "chief").mkdir(parents=True)
+    place = Location(f"gs://{bucket}/run/checkpoints", local)
+
+    def backup(epoch: int) -> None:
+        (local / "chief" / "latest.weights.h5").write_text(f"weights after epoch {epoch}")
+        (local / "training_metadata.json").write_text(json.dumps({"epoch": epoch}))
+
+    def resumed(name: str) -> dict[str, str]:
+        copy = Location(place.uri, tmp_path / name)
+        copy.pull_snapshot()
+        return {p.relative_to(copy.local).as_posix(): p.read_text() for p in copy.local.rglob("*") if p.is_file()}
+
+    backup(1)
+    place.push_snapshot()
+    backup(2)
+    upload, sent = Blob.upload_from_filename, []
+
+    def preempted_after_one_file(blob, *args, **kwargs):
+        if sent:
+            raise ConnectionAbortedError("preempted")
+        sent.append(blob.name)
+        return upload(blob, *args, **kwargs)
+
+    monkeypatch.setattr(Blob, "upload_from_filename", preempted_after_one_file)
+    with pytest.raises(ConnectionAbortedError):
+        place.push_snapshot()
+    monkeypatch.setattr(Blob, "upload_from_filename", upload)
+    assert len(sent) == 1  # epoch 2's weights were sent, its epoch number was not
+    assert resumed("after-preemption") == {"chief/latest.weights.h5": "weights after epoch 1",
+                                           "training_metadata.json": '{"epoch": 1}'}
+
+    place.push_snapshot()  # a whole push: epoch 2, and the older snapshots are gone
+    assert resumed("after-epoch-2") == {"chief/latest.weights.h5": "weights after epoch 2",
+                                        "training_metadata.json": '{"epoch": 2}'}
+    names = [blob.name for blob in place.bucket.client.list_blobs(bucket, prefix="run/checkpoints/")]
+    assert len({name.split("/")[3] for name in names if "/snapshots/" in name}) == 1 and len(names) == 3
+    place.clear_remote()
+    assert not list(place.bucket.client.list_blobs(bucket, prefix="run/checkpoints/"))
+    assert resumed("after-the-end") == {}

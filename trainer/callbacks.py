@@ -24,7 +24,7 @@ def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, sa
         recorder,  # before the backup: its partial history is part of the backup written next
         keras.callbacks.EarlyStopping(monitor=monitor, patience=patience, restore_best_weights=True),
         keras.callbacks.BackupAndRestore(backup_dir=str(backup.local)),
-        SyncLocation(backup, every_epoch=True, clear_at_end=True),
+        SyncLocation(backup, every_epoch=True, clear_at_end=True, snapshot=True),
         *_tensorboard(keras, logs),
         SyncLocation(logs, every_epoch=True),
     ]
@@ -90,13 +90,18 @@ class HistoryRecorder(_Callback):
 class SyncLocation(_Callback):
     """Publish a Location (backup, TensorBoard logs) to gs:// after every epoch so a preempted job can resume."""
 
-    def __init__(self, location: Location, every_epoch: bool = True, clear_at_end: bool = False):
+    def __init__(self, location: Location, every_epoch: bool = True, clear_at_end: bool = False,
+                 snapshot: bool = False):
         super().__init__()
         self.location, self.every_epoch, self.clear_at_end = location, every_epoch, clear_at_end
+        self.snapshot = snapshot  # whole or not at all: a backup's weights and epoch must come from the same epoch
 
     def on_epoch_end(self, epoch, logs=None):
         if self.every_epoch and self.location.local.exists():
-            self.location.push()
+            if self.snapshot:
+                self.location.push_snapshot()
+            else:
+                self.location.push()
 
     def on_train_end(self, logs=None):
         if self.clear_at_end:

@@ -199,7 +199,7 @@ def _train(config: TrainConfig, cluster: Cluster, started: float):
             job_dir.remove(artifacts.MANIFEST)  # from here on the job dir is visibly incomplete
             if evaluation is not None:
                 _reset_evaluation(evaluation)
-        backup.pull()
+        backup.pull_snapshot()  # the last whole backup a preempted run pushed
         pipes, train_input, val_input, val_steps = _inputs(tf, keras, arrays, config, choice,
                                                            dist.num_replicas_in_sync)
         with dist.scope():

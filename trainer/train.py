@@ -82,7 +82,7 @@ def fit(keras, model, config: TrainConfig, arrays, job_dir: Location, replicas: 
 
     job_dir.remove(artifacts.MANIFEST)
     backup, logs = locations(config, job_dir)
-    backup.pull()
+    backup.pull_snapshot()  # the last whole backup a preempted run pushed
     pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
                            augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
                            initial_epoch=backed_up_epoch(backup), backend=keras.backend.backend())
