@@ -117,14 +117,7 @@ class Location:
         """Download every object below the remote prefix into `local`. Returns the number of files."""
         if not self.remote:
             return 0
-        count = 0
-        prefix = f"{self._prefix}/" if self._prefix else ""
-        for blob in self.bucket.client.list_blobs(self._bucket_name, prefix=prefix):
-            target = self.local / blob.name[len(prefix):]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            blob.download_to_filename(str(target))
-            count += 1
-        return count
+        return self._download_below(f"{self._prefix}/" if self._prefix else "")
 
     def push_snapshot(self) -> str | None:
         """Publish every file below `local` as one snapshot that a reader sees whole or not at all (a backup that a
@@ -158,7 +151,10 @@ class Location:
             snapshot = self.bucket.blob(self._blob_name(LATEST)).download_as_text().strip()
         except NotFound:
             return 0
-        prefix = self._blob_name(f"{SNAPSHOTS}/{snapshot}/")
+        return self._download_below(self._blob_name(f"{SNAPSHOTS}/{snapshot}/"))
+
+    def _download_below(self, prefix: str) -> int:
+        """Download every object whose name starts with `prefix` to the same relative path below `local`."""
         count = 0
         for blob in self.bucket.client.list_blobs(self._bucket_name, prefix=prefix):
             target = self.local / blob.name[len(prefix):]

@@ -121,6 +121,58 @@ def test_a_scikit_learn_trainer_runs_on_the_software_of_its_sklearn_image(tmp_pa
     assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10, accuracy 0.9" in done.stdout, done.stdout
 
 
+TORCH = ROOT / "tests" / "fixtures" / "trainers" / "torch_pandas"
+
+
+def test_a_pytorch_trainer_runs_on_the_software_of_its_pytorch_image(tmp_path, images_home):
+    """Not mlsubmit's own Python 3.11 and newest packages: the image's torch 2.4 on its Python 3.10 with a numpy 1,
+    and the trainer's own requirement (pandas) resolved for that Python (a pandas 2; pandas 3 needs Python 3.11)."""
+    image = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
+    done = _train(TORCH / "trainer", "--executor-image-uri", image, "--python-module", "trainer.task",
+                  "--job-dir", "job", cwd=tmp_path)
+    assert "installed on image pytorch-gpu.2-4.py310: Python 3.10" in done.stdout, done.stdout[-3000:]
+    assert "note: pytorch-gpu.2-4.py310 is a GPU image; here its torch runs on the CPU" in done.stdout
+    assert "mlsubmit's own environment" not in done.stdout + done.stderr
+    metrics = _metrics(tmp_path / "job")
+    assert metrics["python"] == "3.10" and metrics["torch_version"].startswith("2.4."), metrics
+    assert metrics["numpy_version"].startswith("1.") and metrics["pandas_version"].startswith("2."), metrics
+    assert metrics["last_loss"] < 1e-3 < metrics["first_loss"], metrics
+    (venv,) = (images_home / "pytorch-gpu.2-4.py310").glob("env-*/bin/python")
+    imported = subprocess.run([str(venv), "-I", "-c", "import torch, numpy; print(torch.__version__, "
+                               "torch.from_numpy(numpy.ones(2)).sum().item())"], capture_output=True, text=True,
+                              timeout=300)
+    assert imported.returncode == 0 and imported.stdout.split()[1] == "2.0", imported.stderr[-2000:]
+
+
+def test_an_emulator_job_on_a_pytorch_image_runs_its_torch_and_python(gcs_emulator, tmp_path, monkeypatch):
+    """The same environment serves the emulator: a Vertex AI request naming the PyTorch image as its
+    executorImageUri runs on torch 2.4 and Python 3.10, with the package's pandas resolved for that Python."""
+    from support.training_emulator import TrainingEmulator, stage_package
+
+    from mlsubmit.jobspec.requests import vertex_custom_job
+    from mlsubmit.jobspec.spec import JobSpec, Pool
+
+    shutil.copytree(TORCH, tmp_path / "project")
+    bucket = f"torch-{os.getpid()}"
+    gcs_emulator.create_bucket(bucket)
+    uri = stage_package(tmp_path / "project" / "trainer", gcs_emulator.endpoint, bucket)
+    image = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
+    body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="torch",
+                                     package_uris=(uri,), executor_image=image, python_module="trainer.task",
+                                     args=("--job-dir", "out", "--steps", "50")))
+    assert body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == image
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
+    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
+        job = emulator.vertex_jobs().create(parent="projects/p/locations/us-central1", body=body).execute()
+        job = emulator.wait(emulator.vertex_jobs().get(name=job["name"]).execute, timeout=500)
+        lines = [e["textPayload"] for e in emulator.log_lines(job["name"].rsplit("/", 1)[-1], "p")]
+    assert job["state"] == "JOB_STATE_SUCCEEDED", lines[-20:]
+    assert any(re.match(r"Packages (already )?installed on image pytorch-gpu.2-4.py310: Python 3.10.\d+, torch "
+                        r"2\.4\.", line) for line in lines), lines
+    assert any(re.search(r"torch_trainer: torch 2\.4\.\S+, pandas 2\.\S+, numpy 1\.\S+, Python 3\.10", line)
+               for line in lines), "\n".join(lines)
+
+
 def test_a_plain_python3_m_venv_install_with_its_pip_23_runs_on_the_image(tmp_path, images_home):
     """What a new user has: `python3 -m venv` (pip 23.2.1 from ensurepip) and `pip install` of mlsubmit. Its pip
     refuses `--python-version` without `--target`: the image's packages are still looked up and the job runs on

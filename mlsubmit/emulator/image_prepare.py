@@ -1,8 +1,8 @@
 """PREPARING on the job's image: the packages installed on an environment built from its prebuilt image.
 
-mlsubmit.local.image_env does the work (TensorFlow, scikit-learn and XGBoost images); this only turns its errors
-(an environment that cannot be built: the job fails with pip's cause) into the job's error, and returns None (use
-`prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown or PyTorch image, a job
+mlsubmit.local.image_env does the work (TensorFlow, PyTorch, scikit-learn and XGBoost images); this only turns its
+errors (an environment that cannot be built: the job fails with pip's cause) into the job's error, and returns None
+(use `prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown image, a job
 whose KERAS_BACKEND is not tensorflow (an image environment carries the image's TensorFlow only; jax or torch from
 the registry would be GBs: mlsubmit's own environment holds them, as for `train --local --backends`), or with
 MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs.

@@ -20,6 +20,9 @@ Facts and their sources:
   tf-keras release made for that TensorFlow (tf-keras 2.17.0 requires `tensorflow<2.18,>=2.17`), which Keras-2
   code (`TF_USE_LEGACY_KERAS=1`) needs installed on top.
 - Python of the TensorFlow wheels agrees: tensorflow 2.12+ requires Python >= 3.8, 2.14+ >= 3.9.
+- PyTorch images: torch X.Y (its newest patch on the index, e.g. 2.4.1, whose Requires-Dist brings the NVIDIA CUDA
+  libraries and triton on Linux x86_64) and a numpy 1 (see _TORCH_NUMPY); scikit-learn and XGBoost images: the
+  versions the Vertex AI page lists.
 
 Example:
     >>> tensorflow_image("2.11", "gpu", python="3.7").uri
@@ -161,14 +164,15 @@ def _tensorflow_images() -> list[Image]:
 
 _SKLEARN_16 = (("scikit-learn", "==1.6.1"), ("numpy", "==1.26.4"), ("xgboost", "==2.1.3"))
 _SKLEARN_10 = (("scikit-learn", "==1.0"), ("numpy", "==1.18.5"), ("xgboost", "==1.6.2"))
+# PyTorch images: torch X.Y's newest patch from the index (the Linux x86_64 wheel is the CUDA 12 build; it runs on the
+# CPU here) and a numpy 1 beside it: torch 2.2 and 2.3 were built against numpy 1 (numpy 2 support came with 2.4),
+# and the images of that time carry numpy 1.26. The XLA/TPU images' torch_xla is not installed here (known gap).
+_TORCH_NUMPY = ("numpy", ">=1.21,<2")
 IMAGES: tuple[Image, ...] = (*_tensorflow_images(),
-    Image("pytorch-xla.2-4.py310", "pytorch", "2.4", "cpu", "3.10", (("torch", "==2.4.*"),)),
-    Image("pytorch-gpu.2-4.py310", "pytorch", "2.4", "gpu", "3.10", (("torch", "==2.4.*"),)),
-    Image("pytorch-xla.2-3.py310", "pytorch", "2.3", "cpu", "3.10", (("torch", "==2.3.*"),)),
-    Image("pytorch-gpu.2-3.py310", "pytorch", "2.3", "gpu", "3.10", (("torch", "==2.3.*"),)),
-    Image("pytorch-xla.2-2.py310", "pytorch", "2.2", "cpu", "3.10", (("torch", "==2.2.*"),)),
-    Image("pytorch-gpu.2-2.py310", "pytorch", "2.2", "gpu", "3.10", (("torch", "==2.2.*"),)),
-    Image("pytorch-tpu.2-2.cp310", "pytorch", "2.2", "tpu", "3.10", (("torch", "==2.2.*"),)),
+    *(Image(f"pytorch-{kind}.{version.replace('.', '-')}.py310", "pytorch", version, "cpu" if kind == "xla" else kind,
+            "3.10", (("torch", f"=={version}.*"), _TORCH_NUMPY))
+      for version in ("2.4", "2.3", "2.2") for kind in ("xla", "gpu")),
+    Image("pytorch-tpu.2-2.cp310", "pytorch", "2.2", "tpu", "3.10", (("torch", "==2.2.*"), _TORCH_NUMPY)),
     Image("sklearn-cpu.1-6", "scikit-learn", "1.6", "cpu", "3.10", _SKLEARN_16),
     Image("sklearn-gpu.1-6", "scikit-learn", "1.6", "gpu", "3.10", _SKLEARN_16),
     Image("sklearn-cpu.1-0", "scikit-learn", "1.0", "cpu", "3.7", _SKLEARN_10),  # numpy 1.18.5: no wheel for 3.10

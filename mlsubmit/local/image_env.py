@@ -5,9 +5,10 @@
   (`pip install --dry-run --no-deps --report`, for the image's Python) and kept in
   $MLSUBMIT_HOME/images/<image>/packages.json: asked once per image.
 - `image_python(image)`: a venv holding those versions (TensorFlow, tf-keras, Keras, TensorBoard, protobuf and numpy
-  within the image's pins), made with a Python of the image's version when this machine has one
-  (mlsubmit.local.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256 of the exact package list
-  and the interpreter: built once. No CUDA image runs here: TensorFlow runs on the CPU.
+  within the image's pins; torch and numpy for a PyTorch image), made with a Python of the image's version when
+  this machine has one (mlsubmit.local.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256
+  of the exact package list and the interpreter: built once. No CUDA image runs here: TensorFlow and torch run on
+  the CPU.
 - `job_python(image, sdist)`: a venv for one package on one image: the package is installed with `pip install
   <sdist>` on top of the image's environment, requirements included, as the cloud installs it (pip sees the
   image's packages through a .pth file and replaces only what a requirement forces it to). Offline, the package is
@@ -185,7 +186,9 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
     if python.exists():
         return python, True
     requirements = _framework_install(image, carried)
-    say(f"building the environment of {image.name} once: {', '.join(requirements)}")
+    size = (" (torch's Linux wheel is its CUDA build: about 5 GB with the NVIDIA libraries it requires, a minute or "
+            "more)" if image.framework == "pytorch" else "")
+    say(f"building the environment of {image.name} once: {', '.join(requirements)}{size}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
     try:
@@ -269,9 +272,9 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
 
 
 def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
-    """The image (TensorFlow, scikit-learn or XGBoost) whose environment the job runs in here, or None (off, a custom
-    container, an image the table does not know, a PyTorch image: the last said in one line). Notes the mismatches
-    this machine cannot close (the image's Python, CUDA) and a retired image.
+    """The image (TensorFlow, PyTorch, scikit-learn or XGBoost) whose environment the job runs in here, or None (off,
+    a custom container, an image the table does not know). Notes the mismatches this machine cannot close (the
+    image's Python, CUDA) and a retired image.
 
     Raises:
         UsageError: the image's packages cannot be looked up (offline before its environment was ever built): the
@@ -283,17 +286,13 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
     image = image_for(spec)
     if image is None:
         return None
-    if image.framework == "pytorch":  # torch for the image's Python comes from the index as a CUDA build of GBs
-        say(f"{image.name}: PyTorch images are not built here (torch {image.version} for Python {image.python} is a "
-            "CUDA build of several GB on the package index); the job runs in mlsubmit's own environment")
-        return None
     from mlsubmit.jobspec.image_check import lifecycle
 
     lifecycle(spec, image, say, refuse=False)  # here it still runs: the software is on the package index
     _, note = interpreter(image)
     notes = [note] if note else []
     if image.accelerator != "cpu":
-        notes.append(f"{image.name} is a {image.accelerator.upper()} image; here its TensorFlow runs on the CPU, "
+        notes.append(f"{image.name} is a {image.accelerator.upper()} image; here its {image.module} runs on the CPU, "
                      "without CUDA")
     for text in notes:
         say(f"note: {text}")
@@ -322,7 +321,7 @@ def local_python(spec, package_path: str, setup_py: str | None, module: str, say
                  requirements: tuple[str, ...] = (), extras: tuple = ()) -> tuple[Path, str] | None:
     """`train --local`: the package checked against the image (mlsubmit.jobspec.image_check, the same refusal as before an
     upload) and installed on the image's environment, or None (image environments off, a custom container, a
-    non-TensorFlow image: mlsubmit's own environment is used). Raises UsageError."""
+    container or an image the table does not know: mlsubmit's own environment is used). Raises UsageError."""
     from mlsubmit.jobspec.image_check import check, describe
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
@@ -355,7 +354,7 @@ def versions_line(image: Image, python: Path) -> str:
     """What the environment runs: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."."""
     script = ("import sys, importlib.metadata as m\nout = ['Python ' + sys.version.split()[0]]\n"
               "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn',"
-              " 'xgboost', 'protobuf', 'numpy'):\n"
+              " 'xgboost', 'torch', 'protobuf', 'numpy'):\n"
               "    try: out.append(name + ' ' + m.version(name))\n    except m.PackageNotFoundError: pass\n"
               "print(', '.join(out))\n")
     done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)

@@ -67,7 +67,8 @@ def own_env() -> BaseEnv:
 def base_env(image=None, say: Callable[[str], None] = lambda text: None) -> BaseEnv:
     """The default base of a pre-flight: the environment of `image` (a mlsubmit.jobspec.images.Image; None: the
     image a job with default flags runs), built once by mlsubmit.local.image_env, when image environments are on
-    and that image is a TensorFlow one; otherwise mlsubmit's own environment.
+    and the table knows that image (TensorFlow, PyTorch, scikit-learn, XGBoost); otherwise mlsubmit's own
+    environment.
 
     Where the image's environment cannot be had (offline before it was built; a pip that cannot resolve for it),
     mlsubmit's own environment is used and its label says why, so the pre-flight's output line says it.
@@ -81,7 +82,7 @@ def base_env(image=None, say: Callable[[str], None] = lambda text: None) -> Base
         from mlsubmit.jobspec.spec import JobSpec
 
         image = image_for(JobSpec())
-    if image is None or image.framework != "tensorflow":
+    if image is None:
         return own_env()
     try:
         python, _ = image_env.image_python(image, say)
