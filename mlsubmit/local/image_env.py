@@ -292,8 +292,12 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
     _, note = interpreter(image)
     notes = [note] if note else []
     if image.accelerator != "cpu":
+        without = "CUDA" if image.accelerator == "gpu" else "a TPU"
         notes.append(f"{image.name} is a {image.accelerator.upper()} image; here its {image.module} runs on the CPU, "
-                     "without CUDA")
+                     f"without {without}")
+    if image.framework == "pytorch" and ("-xla." in image.name or image.accelerator == "tpu"):
+        notes.append(f"{image.name} also carries torch_xla, which its environment here does not: torch runs without "
+                     "XLA")
     for text in notes:
         say(f"note: {text}")
     try:
@@ -320,8 +324,8 @@ def as_legacy_request(spec):
 def local_python(spec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
                  requirements: tuple[str, ...] = (), extras: tuple = ()) -> tuple[Path, str] | None:
     """`train --local`: the package checked against the image (mlsubmit.jobspec.image_check, the same refusal as before an
-    upload) and installed on the image's environment, or None (image environments off, a custom container, a
-    container or an image the table does not know: mlsubmit's own environment is used). Raises UsageError."""
+    upload) and installed on the image's environment, or None (image environments off, a custom container, an
+    image the table does not know: mlsubmit's own environment is used). Raises UsageError."""
     from mlsubmit.jobspec.image_check import check, describe
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
