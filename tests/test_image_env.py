@@ -137,7 +137,8 @@ def test_a_pytorch_trainer_runs_on_the_software_of_its_pytorch_image(tmp_path, i
     assert metrics["python"] == "3.10" and metrics["torch_version"].startswith("2.4."), metrics
     assert metrics["numpy_version"].startswith("1.") and metrics["pandas_version"].startswith("2."), metrics
     assert metrics["last_loss"] < 1e-3 < metrics["first_loss"], metrics
-    (venv,) = (images_home / "pytorch-gpu.2-4.py310").glob("env-*/bin/python")
+    venv = Path(re.search(r"\(venv (/\S+)\)$", done.stdout, re.M).group(1)) / "bin" / "python"
+    assert venv.is_relative_to(images_home / "pytorch-gpu.2-4.py310" / "jobs")
     imported = subprocess.run([str(venv), "-I", "-c", "import torch, numpy; print(torch.__version__, "
                                "torch.from_numpy(numpy.ones(2)).sum().item())"], capture_output=True, text=True,
                               timeout=300)
