@@ -88,6 +88,16 @@ def test_offline_says_what_was_not_checked_and_a_complete_check_is_cached(tmp_pa
     assert again.cached and again.resolved == first.resolved
 
 
+def test_a_package_with_no_requirements_is_said_to_resolve_with_the_images_packages(tmp_path):
+    """Nothing to resolve is not "requirements not resolved" (seen on a tiny package with install_requires=[])."""
+    package = _package(tmp_path, [])
+    files = [("pkg/task.py", package / "task.py")]
+    for requires, digest in (([], "2" * 64), (["mlsubmit-runtime"], "3" * 64)):  # the runtime is staged, not fetched
+        result = image_check.check(requires, files, digest, IMAGE_217)
+        assert result.warnings == () and dict(result.resolved)["tensorflow-cpu"] == "2.17.1", result
+        assert "resolved by pip with tensorflow-cpu 2.17.1" in image_check.describe(result, IMAGE_217)
+
+
 def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
     from mlsubmit.local.image_env import Carried
 

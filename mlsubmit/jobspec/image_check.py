@@ -289,11 +289,11 @@ def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] |
     # mlsubmit-runtime is staged with the job (before the package), never fetched from an index
     requirements = [r for r in requirements if _name(r) != DISTRIBUTION]
     warnings: list[str] = []
-    if not requirements:
-        return {}, warnings
     try:
         carried = image_packages(image)
     except UsageError as err:
+        if not requirements:  # nothing to resolve: not a warning
+            return {}, warnings
         return None, [f"offline: {err.message}, so the requirements ({', '.join(requirements)}) were not resolved "
                       f"against {image.name}'s packages; syntax was checked"]
     requirements = [r for r in requirements if not _carried_by(r, carried)]  # pip keeps what satisfies them
