@@ -24,7 +24,7 @@ from mlsubmit.errors import UsageError
 from mlsubmit.packaging import plan_sdist
 from mlsubmit.packaging.frontend import cause, normalise
 from mlsubmit.packaging.requirements_txt import read_requirements_txt, split_requirements
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 

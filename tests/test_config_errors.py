@@ -147,8 +147,8 @@ CASES = [
      "NVIDIA_TESLA_P100, NVIDIA_TESLA_V100, NVIDIA_TESLA_T4, NVIDIA_TESLA_A100, TPU_V2, TPU_V3; use --format "
      "vertex"),
     ("--executor-image gcr.io/me/custom:1 --format legacy", "invalid value for --executor-image: received "
-     "'gcr.io/me/custom:1'; expected a Vertex AI prebuilt TensorFlow image to express it as a legacy runtime "
-     "version; pass --runtime-version instead"),
+     "'gcr.io/me/custom:1'; a legacy job names a runtime version, and only a Vertex AI prebuilt TensorFlow image "
+     "maps to one; pass --runtime-version instead, or --api vertex"),
     # YAML: unknown keys with did-you-mean, malformed, wrong types
     ("--config missing.yaml", "invalid value for --config: received 'missing.yaml'; expected a readable YAML "
      "file; No such file or directory"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 from mlsubmit.jobspec import configs_gen
 from mlsubmit.jobspec.discovery import validate

@@ -8,7 +8,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit.jobspec import carried, drafts
+from mlsubmit.images import carried
+from mlsubmit.jobspec import drafts
 from mlsubmit.cli import app
 from mlsubmit.jobspec.discovery import validate
 from mlsubmit.jobspec.spec_input import build_spec
@@ -57,7 +58,8 @@ trainingInput:
   packageUris: [gs://bkt/trainer-0.1.tar.gz]
 """
 PKG = {"packageUris": ["gs://bkt/trainer-0.1.tar.gz"], "pythonModule": "trainer.task"}
-CARRIED = carried.container_spec("tensorflow/tensorflow:2.21.0", PKG["packageUris"], PKG["pythonModule"])
+CARRIED = carried.container_spec("tensorflow/tensorflow:2.21.0", PKG["packageUris"], PKG["pythonModule"],
+                                 adds=["tensorboard~=2.21.0"])
 
 SHAPES = {
     "custom container, per-pool images, boot disk, network, region": (CONTAINER, {

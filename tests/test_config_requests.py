@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlsubmit.jobspec import images
+from mlsubmit.images import catalog as images
 
 from mlsubmit.jobspec import machines
 
@@ -29,8 +29,9 @@ def cluster() -> JobSpec:
 def test_vertex_custom_job_body(cluster):
     """No TensorFlow prebuilt training image is served any more: by default the package runs on the public
     tensorflow/tensorflow image as a custom container that installs it from /gcs/ and runs the module with exactly the
-    user's arguments."""
-    script = ("set -e; python -m pip install --no-cache-dir --disable-pip-version-check /gcs/bkt/trainer-0.1.0.tar.gz; "
+    user's arguments, after TensorBoard (which TensorFlow 2.21 no longer installs and the prebuilt images carried)."""
+    script = ("set -e; python -m pip install --no-cache-dir --disable-pip-version-check 'tensorboard~=2.21.0'; "
+              "python -m pip install --no-cache-dir --disable-pip-version-check /gcs/bkt/trainer-0.1.0.tar.gz; "
               'exec python -m trainer.task "$@"')
     container = {"command": ["sh", "-c", script, "python-package"], "args": ["--epochs", "3"]}
     gpu_machine = {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}

@@ -9,7 +9,7 @@ import json
 import pytest
 from googleapiclient.errors import HttpError
 
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
 from mlsubmit.jobspec.spec import JobSpec, Pool
 

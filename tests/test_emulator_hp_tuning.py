@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 from support.training_emulator import stage_package
 
 pytest_plugins = ["support.training_emulator"]  # fixtures: training_emulator, emulator_home

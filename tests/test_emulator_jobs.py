@@ -15,7 +15,7 @@ from support.training_emulator import TrainingEmulator
 
 from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
 from mlsubmit.jobspec.spec import JobSpec, Pool
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 PROJECT, REGION = "emu-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"

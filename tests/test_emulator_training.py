@@ -11,7 +11,7 @@ from support.training_emulator import ROOT, stage_packages
 
 from mlsubmit.jobspec.requests import legacy_job, vertex_custom_job
 from mlsubmit.jobspec.spec import JobSpec
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 PROJECT = "train-project"
 pytestmark = pytest.mark.slow

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from mlsubmit.jobspec import images
+from mlsubmit.images import catalog as images
 
-from mlsubmit.jobspec import image_check
+from mlsubmit.images import check as image_check
 from mlsubmit.errors import UsageError
-from mlsubmit.local.interpreters import find_python
+from mlsubmit.images.interpreters import find_python
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 IMAGE_217 = images.tensorflow_image("2.17", "cpu")
@@ -52,7 +52,7 @@ def test_a_requirement_that_would_replace_the_images_tensorflow_pins_is_refused_
     assert run.code == 2, run.stderr
     assert run.stderr.strip().splitlines()[-1] == (
         "error: requirement protobuf<5 would replace the image's protobuf: tensorflow/tensorflow:2.21.0 carries "
-        "tensorflow-cpu 2.21.0, which requires protobuf<8.0.0,>=6.31.1; change the requirement in setup.py "
+        "tensorflow 2.21.0, which requires protobuf<8.0.0,>=6.31.1; change the requirement in setup.py "
         "(REQUIRED_PACKAGES) to one tensorflow/tensorflow:2.21.0 can take, or run on an image that carries it")
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
 
@@ -93,13 +93,13 @@ def test_a_package_with_no_requirements_is_said_to_resolve_with_the_images_packa
     package = _package(tmp_path, [])
     files = [("pkg/task.py", package / "task.py")]
     for requires, digest in (([], "2" * 64), (["mlsubmit-runtime"], "3" * 64)):  # the runtime is staged, not fetched
-        result = image_check.check(requires, files, digest, IMAGE_217)
+        result = image_check.check(requires, files, digest, IMAGE_217, staged=("mlsubmit-runtime",))
         assert result.warnings == () and dict(result.resolved)["tensorflow-cpu"] == "2.17.1", result
         assert "resolved by pip with tensorflow-cpu 2.17.1" in image_check.describe(result, IMAGE_217)
 
 
 def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
-    from mlsubmit.local.image_env import Carried
+    from mlsubmit.images.envs import Carried
 
     carried = (Carried("tensorflow-cpu", "2.17.1", ("tensorboard<2.18,>=2.17", "numpy<2.0.0,>=1.23.5")),)
     said = ("ERROR: Cannot install tb-plugin==9.0 because these package versions have conflicting dependencies.\n\n"
@@ -114,7 +114,7 @@ def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
 
 
 def test_offline_before_an_image_environment_exists_is_refused_with_the_cause_and_the_opt_out(tmp_path, monkeypatch):
-    from mlsubmit.local import image_env
+    from mlsubmit.images import envs as image_env
     from mlsubmit.jobspec.spec import JobSpec
 
     monkeypatch.setenv("MLSUBMIT_IMAGES", str(tmp_path / "fresh"))
@@ -136,7 +136,7 @@ def test_the_look_ups_work_with_the_pip_of_python3_m_venv():
     import json
     import tempfile
 
-    from mlsubmit.local.image_env import foreign_python_args
+    from mlsubmit.images.envs import foreign_python_args
 
     pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True).stdout
     image = images.tensorflow_image("2.12", "cpu")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 pytest_plugins = ["support.training_emulator"]
 pytestmark = pytest.mark.slow
@@ -208,8 +208,8 @@ def test_a_plain_python3_m_venv_install_with_its_pip_23_runs_on_the_image(tmp_pa
 def test_the_28_image_environment_gets_a_numpy_1_and_imports_tensorflow(images_home):
     """TensorFlow 2.8's metadata says numpy>=1.20 only: numpy 2 broke `import tensorflow` in its environment. The
     table caps it, and an environment is put in place only once its framework imports."""
-    from mlsubmit.jobspec import images
-    from mlsubmit.local.image_env import image_python
+    from mlsubmit.images import catalog as images
+    from mlsubmit.images.envs import image_python
 
     python, _ = image_python(images.tensorflow_image("2.8"))
     assert python.is_relative_to(images_home / "tf-cpu.2-8.py310")

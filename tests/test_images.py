@@ -7,7 +7,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit.jobspec import images
+from mlsubmit.images import catalog as images
 
 from mlsubmit.jobspec import requests
 from mlsubmit.cli import app
@@ -135,7 +135,7 @@ def _pip_report(image: images.Image, requirements: list[str], constraints: list[
     import tempfile
     from pathlib import Path
 
-    from mlsubmit.local.image_env import foreign_python_args
+    from mlsubmit.images.envs import foreign_python_args
 
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "c.txt").write_text("\n".join(constraints) + "\n")
@@ -165,8 +165,8 @@ def _resolves(image: images.Image, cache: "Path") -> tuple[bool, str]:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    from mlsubmit.jobspec.image_check import image_requirements
-    from mlsubmit.local.image_env import _applies
+    from mlsubmit.images.check import image_requirements
+    from mlsubmit.images.envs import _applies
 
     wanted = image_requirements(image)
     pins = [f"{package}{pin}" for package, pin in image.pins]

@@ -158,14 +158,14 @@ print("imported", storage.__name__, "and", message.__name__, flush=True)
 
 def _namespace_job_env(cache: Path) -> Path | None:
     """A Python 3.10 "image" environment carrying protobuf 3.19.6 (whose `-nspkg.pth` makes the `google` namespace at
-    start-up, as on the TF 2.8-2.11 images) and a job venv over it, bridged the way mlsubmit.local.image_env bridges
+    start-up, as on the TF 2.8-2.11 images) and a job venv over it, bridged the way mlsubmit.images.envs bridges
     them, with google-cloud-storage 2.14 (PEP 420, no .pth) and a trainer package `gcstrainer`. Built once, kept by
     content hash under the suite's image cache; returns the job venv's python (None: no Python 3.10 here)."""
     import hashlib
     import shutil
     import tempfile
 
-    from mlsubmit.local.interpreters import find_python
+    from mlsubmit.images.interpreters import find_python
 
     base_python = find_python("3.10")
     if base_python is None:

@@ -70,7 +70,7 @@ def test_full_run_preflights_then_stages_to_a_directory(project, tmp_path):
     assert result.exit_code == 0, result.output
     assert ("preflight ok: installed in a fresh venv on mlsubmit's own environment (Python 3.11"
             in result.stdout), result.stdout
-    assert "; tinypkg.task found and compiled by Python 3.11" in result.stdout and "; not run (" in result.stdout
+    assert "; tinypkg.task found; the package's" in result.stdout and "compiled by Python 3.11" in result.stdout and "; not run (" in result.stdout
     assert (tmp_path / "dist" / "tinypkg-1.2.0.tar.gz").exists()
     assert len(list((tmp_path / "stage" / "packages").glob("*/tinypkg-1.2.0.tar.gz"))) == 1
     assert "runtime" not in result.stdout and not list((tmp_path / "dist").glob("mlsubmit_runtime*"))

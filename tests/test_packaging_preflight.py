@@ -32,7 +32,8 @@ def test_install_into_venv_gives_the_package_as_built(tmp_path):
 
     # the same venv answers module checks (what the local runner reuses)
     said = check_module(python, venv_dir, "tinypkg.task", cwd=tmp_path)[0]
-    assert said.startswith("tinypkg.task found and compiled by Python 3.11") and "imports found: argparse, sys" in said
+    assert said.startswith("tinypkg.task found; the package's") and "compiled by Python 3.11" in said \
+        and "imports found: argparse, sys" in said
     assert said.endswith("; not run")
     assert check_module(python, venv_dir, "tinypkg.strict", cwd=tmp_path)[0].endswith("not run")
     with pytest.raises(UsageError, match="'tinypkg.nothere' is not in the package"):
@@ -49,7 +50,7 @@ def test_a_module_that_does_not_import_fails_with_its_error(tmp_path):
         preflight(sdist)
     message = err.value.one_line()
     assert "tinypkg.task does not import from the installed package on Python 3.11" in message
-    assert "ModuleNotFoundError: No module named 'tensorflow_that_does_not_exist' (imported by task.py, line 1)" \
+    assert "ModuleNotFoundError: No module named 'tensorflow_that_does_not_exist' (imported by tinypkg/task.py, line 1)" \
         in message
     assert err.value.exit_code == 2
 
@@ -107,19 +108,19 @@ def test_the_preflight_never_runs_the_job_and_installs_requirements_before_looki
     result = preflight(build_sdist(package, dist_dir=tmp_path / "dist"))
     assert not ran.exists()
     assert result.installed == ("shapes-dep==1.0",)
-    assert result.check.startswith("shapes.task found and compiled by Python 3.11") and "(2 files)" in result.check
+    assert result.check.startswith("shapes.task found; the package's 2 files compiled by Python 3.11")
     assert "imports found: os, shapes_dep; not run" in result.check
 
     # an import nothing provides is named with its file and line, before anything runs
     write(package / "task.py", "import os\n\nimport shapes_undeclared\n" + script)
-    with pytest.raises(UsageError, match=r"No module named 'shapes_undeclared' \(imported by task.py, line 3\)"):
+    with pytest.raises(UsageError, match=r"No module named 'shapes_undeclared' \(imported by shapes/task.py, line 3\)"):
         preflight(build_sdist(package, dist_dir=tmp_path / "dist2"))
     assert not ran.exists()
 
 
 def test_the_preflight_runs_on_the_base_environments_python(tmp_path):
     """The image's Python decides: a `match` statement compiles on 3.11 (mlsubmit's) but not on a 3.8 image."""
-    from mlsubmit.local.interpreters import find_python
+    from mlsubmit.images.interpreters import find_python
     from mlsubmit.packaging.preflight import BaseEnv
 
     old = find_python("3.8")
@@ -130,4 +131,4 @@ def test_the_preflight_runs_on_the_base_environments_python(tmp_path):
     with pytest.raises(UsageError) as err:
         preflight(sdist, base=BaseEnv(old, "image test's environment"))
     assert "shapes.task does not import from the installed package on Python 3.8" in err.value.one_line()
-    assert "SyntaxError: invalid syntax (task.py, line 3)" in err.value.one_line()
+    assert "SyntaxError: invalid syntax (shapes/task.py, line 3)" in err.value.one_line()

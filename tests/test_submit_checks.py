@@ -8,7 +8,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 pytestmark = pytest.mark.slow

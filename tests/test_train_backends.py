@@ -17,7 +17,7 @@ import pytest
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 
 from mlsubmit.errors import UsageError
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "trainers" / "keras3_backends" / "trainer"

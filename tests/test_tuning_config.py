@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 from mlsubmit.cli import app
 from mlsubmit.jobspec.discovery import validate
@@ -58,7 +58,7 @@ TRIAL_JOB = {"workerPoolSpecs": [{
     "replicaCount": "1",
     # runtime 2.11's image is retired: the migrated trials run on the public TensorFlow image (a custom container)
     "containerSpec": carried.container_spec("tensorflow/tensorflow:2.21.0-gpu", ["gs://bkt/trainer-0.1.0.tar.gz"],
-                                            "trainer.task", ["--model", "dense"])}]}
+                                            "trainer.task", ["--model", "dense"], adds=["tensorboard~=2.21.0"])}]}
 
 
 def _config(tmp_path, text, *args):
@@ -89,8 +89,13 @@ def test_custom_gpus_tuning_becomes_a_hyperparameter_tuning_job(tmp_path):
     # and back: the Vertex document as --config gives the legacy spec (booleans now the numbers gcloud sent)
     vertex = tmp_path / "vertex.yaml"
     vertex.write_text(result.stdout)
+    # TensorFlow 2.21 is no legacy runtime (AI Platform offered up to 2.11): one line, not runtimeVersion '2.21'
+    refused = CliRunner().invoke(app, ["config", "--config", str(vertex), "--format", "legacy", "--region",
+                                       "europe-west4"])
+    assert refused.exit_code == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1, refused.stderr
+    assert "received '2.21'; legacy AI Platform offered runtime versions up to 2.11" in refused.stderr
     back = CliRunner().invoke(app, ["config", "--config", str(vertex), "--format", "legacy", "--region",
-                                    "europe-west4"])
+                                    "europe-west4", "--runtime-version", "2.11"])
     assert back.exit_code == 0, back.stderr
     training = yaml.safe_load(back.stdout)["trainingInput"]
     assert training["hyperparameters"] == {
@@ -101,7 +106,7 @@ def test_custom_gpus_tuning_becomes_a_hyperparameter_tuning_job(tmp_path):
             {"parameterName": "units", "type": "INTEGER", "minValue": 16, "maxValue": 256,
              "scaleType": "UNIT_LOG_SCALE"}],
         "maxTrials": 6, "maxParallelTrials": 3, "maxFailedTrials": 2, "algorithm": "RANDOM_SEARCH"}
-    assert (training["runtimeVersion"], training["pythonVersion"], training["masterType"]) == ("2.21", "3.11",
+    assert (training["runtimeVersion"], training["pythonVersion"], training["masterType"]) == ("2.11", "3.7",
                                                                                               "n1-standard-8")
     assert validate("ml.v1", "GoogleCloudMlV1__Job", yaml.safe_load(back.stdout)) == []
 

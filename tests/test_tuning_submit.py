@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 from support.hypertune_package import expected_mse, make_hp_project
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]

@@ -23,7 +23,8 @@ from typing import Any
 from mlsubmit.targets.base import REQUEST_LABEL
 from mlsubmit.cloud.submit import Submission
 from mlsubmit.errors import UsageError
-from mlsubmit.jobspec import carried, keras_backends, machines
+from mlsubmit.images import carried
+from mlsubmit.jobspec import keras_backends, machines
 
 LABEL = "mlsubmit_keras_backend"
 

@@ -135,9 +135,16 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
     when the package uses it, is staged the same way first (never pre-flighted: it is mlsubmit's own).
     `checked()` is called once the image check passed, before anything is sent (a refusal stays one line).
     Returns the package's mlsubmit.packaging.StagedPackage."""
+    from mlsubmit.images import choose
+
+    # what the service would refuse (a retired or non-prebuilt image, a legacy pair ml.v1 never offered), before
+    # anything is uploaded: --skip-preflight skips the install check only
+    choose.served(submission.spec, say, api=submission.api)
     if check:  # the image's Python and packages, before anything is uploaded (once per sha256 and image)
-        from mlsubmit.jobspec.image_check import check_plan
-        check_plan(submission.spec, submission.package, say=say)
+        from mlsubmit.images.check import check_plan
+        from mlsubmit.packaging.runtime_dist import DISTRIBUTION
+
+        check_plan(submission.spec, submission.package, say=say, api=submission.api, staged=(DISTRIBUTION,))
     checked()
     if submission.runtime is not None:
         runtime = _stage_one(submission, submission.runtime, check=False, retry=retry, show_progress=show_progress,
@@ -186,10 +193,10 @@ def _stage_one(submission: Submission, planned: Any, *, check: bool, retry: Any,
 
 def _preflight_base(submission: Submission, say: Callable[[str], None]) -> Any:
     """The pre-flight runs on the job's image environment (its Python and packages) when image environments are on."""
-    from mlsubmit.jobspec.image_check import image_for
+    from mlsubmit.images import choose
     from mlsubmit.packaging.preflight import base_env, own_env
 
-    image = image_for(submission.spec)
+    image = choose.job_image(submission.spec, api=submission.api)
     return base_env(image, say) if image is not None else own_env()
 
 

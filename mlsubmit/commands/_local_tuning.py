@@ -25,10 +25,7 @@ def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: li
         raise invalid_value("--job-dir", spec.job_dir, "a local directory for a study run with --local (each trial "
                             "writes its job dir and cloudml-hypertune metrics under it)", hint="pass a local --job-dir")
     say = typer.echo
-    from mlsubmit.local.image_env import as_legacy_request
-
-    on_image = as_legacy_request(spec) if api == "legacy" else spec
-    python, name = job_python(on_image, package_path=package_path, setup_py=None, say=say)  # the job's image
+    python, name = job_python(spec, package_path=package_path, setup_py=None, say=say, api=api)  # the job's image
     job_id = spec.job_name or generate_job_name(name)
     job_dir = os.path.abspath(spec.job_dir or f"jobs/{job_id}")
     say(f"study {job_id}: {tuning.max_trials} trials, at most {tuning.parallel_trials} at once, "

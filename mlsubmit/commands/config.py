@@ -73,9 +73,9 @@ def config(
     if package_uris:
         spec = spec.replace(package_uris=tuple(filter(None, package_uris.split(","))))
     if fmt == "vertex":  # a retired image: refused when a flag named it, migrated (with a warning) from a file
-        from mlsubmit.jobspec.image_check import served
+        from mlsubmit.images import choose
 
-        spec, retired_notes = served(spec, named_by_flag=bool(spec_flags.get("runtime_version")
+        spec, retired_notes = choose.migrated(spec, named_by_flag=bool(spec_flags.get("runtime_version")
                                                               or spec_flags.get("executor_image")))
         notes = notes + retired_notes
     tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)

@@ -46,10 +46,13 @@ def _render_dry_run(result, output: str) -> None:
                "nothing written beside the package (--dry-run; its backend built it into mlsubmit's cache)")
 
 
-def _render(result, output: str, runtime=None) -> None:
+def _render(result, output: str, runtime=None, image=None, image_check: str | None = None) -> None:
     sdist, checked, staged = result.sdist, result.preflight, result.staged
     if output == "json":
         typer.echo(json.dumps({
+            "image": {"uri": image.uri, "how": image.how, "name": image.image.name if image.image else None,
+                      "python": image.image.python if image.image else None, "check": image_check}
+            if image is not None else None,
             "runtime": {"path": str(runtime.sdist.path), "sha256": runtime.sdist.sha256,
                         "uri": runtime.staged.uri if runtime.staged else None} if runtime else None,
             "uri": staged.uri if staged else None, "path": str(sdist.path), "sha256": sdist.sha256,
@@ -64,6 +67,10 @@ def _render(result, output: str, runtime=None) -> None:
     typer.echo(f"built     {sdist.path} ({len(sdist.files)} files, {sdist.size:,} bytes)")
     typer.echo(f"build     {result.build}")
     typer.echo(f"sha256    {sdist.sha256}")
+    if image is not None:
+        typer.echo(f"image     {image.describe()}")
+        if image_check:
+            typer.echo(f"checked   {image_check}")
     if checked is None:
         typer.echo("preflight skipped (--skip-preflight)")
     else:
@@ -107,6 +114,16 @@ def package_command(
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
                                                  help="Do not install the sdist into a fresh venv first.")] = False,
     output: Annotated[str, typer.Option("--output", metavar="text|json", help="Output format.")] = "text",
+    runtime_version: Annotated[Optional[str], typer.Option(
+        "--runtime-version", metavar="X.Y", show_default=False,
+        help="Check on the image of this TensorFlow runtime (as `train` would run it).")] = None,
+    executor_image: Annotated[Optional[str], typer.Option(
+        "--executor-image", "--executor-image-uri", metavar="URI", show_default=False,
+        help="Check on this image (a prebuilt image, or any image the package runs on as a custom container).")] = None,
+    python_version: Annotated[Optional[str], typer.Option(
+        "--python-version", metavar="X.Y", show_default=False, help="Python of the runtime.")] = None,
+    api: Annotated[str, typer.Option("--api", metavar="vertex|legacy",
+                                     help="The service whose image the check uses (legacy: its runtime).")] = "vertex",
 ) -> None:
     """Build the trainer's reproducible sdist (no .git, venvs, caches or credentials), check that it installs
     offline in a fresh venv, and stage it content-addressed so an unchanged package is never sent twice."""
@@ -121,6 +138,7 @@ def package_command(
         _warn_secrets(planned.plan.excluded_secrets)
         _render_dry_run(planned, output)
         return
+    choice = _image(runtime_version, executor_image, python_version, api)
     from mlsubmit.cloud.storage import RetryPolicy
 
     retry = RetryPolicy.from_env()
@@ -129,11 +147,55 @@ def package_command(
     extras = packaging.resolve_extras(extra_packages)
     plan = packaging.plan_sdist(package_path, setup_py, wanted)
     _warn_secrets(plan.excluded_secrets)
+    checked = None if skip_preflight else _check_on_image(plan, choice)
+    base = None
+    if not skip_preflight and choice.image is not None:
+        from mlsubmit.packaging.preflight import base_env
+
+        base = base_env(choice.image, lambda text: typer.echo(text, err=True))
     result = packaging.package_plan(plan, dist_dir=dist_dir, module=module, check=not skip_preflight,
-                                    stage_to=stage_to, retry=retry, show_progress=True, extras=extras)
+                                    stage_to=stage_to, retry=retry, show_progress=True, extras=extras, base=base)
     from mlsubmit.packaging.runtime_dist import package_runtime
 
-    _render(result, output, package_runtime(plan, dist_dir=dist_dir, stage_to=stage_to, retry=retry))
+    _render(result, output, package_runtime(plan, dist_dir=dist_dir, stage_to=stage_to, retry=retry), choice,
+            checked)
+
+
+def _image(runtime_version, executor_image, python_version, api):
+    """The image a job with these flags runs (mlsubmit.images.choose), refused as `train` refuses it."""
+    from mlsubmit.images import choose
+    from mlsubmit.jobspec.spec import JobSpec
+
+    if api not in choose.APIS:
+        raise invalid_value("--api", api, " or ".join(choose.APIS), hint=did_you_mean(api, choose.APIS))
+    spec = JobSpec(runtime_version=runtime_version, executor_image=executor_image, python_version=python_version,
+                   target="local")
+    choose.served(spec, lambda text: typer.secho(text, fg="yellow", err=True), api=api)
+    for note in choose.python_notes(spec, api=api):
+        typer.secho(f"warning: {note}", fg="yellow", err=True)
+    return choose.choose(spec, api=api)
+
+
+def _check_on_image(plan, choice) -> str | None:
+    """The package's requirements and syntax against the image (mlsubmit.images.check), in words; None for an
+    image mlsubmit does not know (said)."""
+    if choice.image is None:
+        typer.secho(f"warning: mlsubmit does not know {choice.uri}: the package is not checked against its software",
+                    fg="yellow", err=True)
+        return None
+    import tempfile
+
+    from mlsubmit.images.check import check, describe
+    from mlsubmit.packaging.runtime_dist import DISTRIBUTION
+    from mlsubmit.packaging.sdist import write_sdist
+
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
+        sdist = write_sdist(plan, dist)
+        result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, choice.image,
+                       staged=(DISTRIBUTION,))
+    for warning in result.warnings:
+        typer.secho(f"warning: {warning}", fg="yellow", err=True)
+    return describe(result, choice.image)
 
 
 def register(app: typer.Typer) -> None:

@@ -36,7 +36,7 @@ from mlsubmit.emulator.server import Request, Router
 from mlsubmit.emulator.store import Job
 from mlsubmit.emulator.times import now
 from mlsubmit.emulator.validation import checked_body
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 from mlsubmit.tuning.trial import read_metric
 
 _PARENT = r"/v1/projects/(?P<project>[^/:]+)/locations/(?P<location>[^/:]+)"

@@ -1,6 +1,6 @@
 """PREPARING on the job's image: the packages installed on an environment built from its prebuilt image.
 
-mlsubmit.local.image_env does the work (TensorFlow, PyTorch, scikit-learn and XGBoost images); this only turns its
+mlsubmit.images.envs does the work (TensorFlow, PyTorch, scikit-learn and XGBoost images); this only turns its
 errors (an environment that cannot be built: the job fails with pip's cause) into the job's error, and returns None
 (use `prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown image, a job
 whose KERAS_BACKEND is not tensorflow (an image environment carries the image's TensorFlow only; jax or torch from
@@ -18,7 +18,7 @@ from mlsubmit.errors import MlsubmitError
 
 def image_python(spec, packages: list[Path], say) -> Path | None:
     """The python of a venv holding `packages` on the job's image environment, or None. Raises PrepareError."""
-    from mlsubmit.local import image_env
+    from mlsubmit.images import envs as image_env
 
     backend = spec.env_dict.get("KERAS_BACKEND", "tensorflow")
     if backend != "tensorflow" and image_env.enabled():

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlsubmit.jobspec import carried, machines
+from mlsubmit.images import carried, catalog, choose
+from mlsubmit.jobspec import machines
 from mlsubmit.emulator.errors import field_error
 from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.spec import LEGACY_JOB_ID, JobSpec
@@ -49,7 +50,7 @@ class JobPlan:
     replicas: tuple[Replica, ...]
     package_uris: tuple[str, ...]
     base_output_dir: str | None = None  # Vertex baseOutputDirectory.outputUriPrefix
-    carried: bool = False  # pool 0 is a package run on a public image as a custom container (jobspec.carried)
+    carried: bool = False  # pool 0 is a package run on a public image as a custom container (images.carried)
 
     @property
     def chief(self) -> Replica:
@@ -81,10 +82,12 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
     """The plan of a checked CustomJob body. Raises ApiError 400 for what the service would refuse."""
     from mlsubmit.jobspec.drafts import draft_from_vertex
 
-    # a package on a public image (mlsubmit.jobspec.carried) runs as the Python package its command installs
+    # a package on a public image (mlsubmit.images.carried) runs as the Python package its command installs
     sent = body["jobSpec"].get("workerPoolSpecs") or []
     pools = [carried.as_package_pool(pool) for pool in sent]
     container = bool(sent and sent[0] and sent[0].get("containerSpec"))
+    for index, pool in enumerate(sent):
+        _check_executor_image(pool, f"jobSpec.workerPoolSpecs[{index}]")
     for index, pool in enumerate(pools):
         at = f"jobSpec.workerPoolSpecs[{index}]"
         if index >= len(machines.ROLES) and pool:
@@ -118,6 +121,25 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
     return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base, carried=container)
 
 
+def _check_executor_image(pool: dict[str, Any] | None, at: str) -> None:
+    """Vertex AI runs a pythonPackageSpec only on one of its prebuilt training images, before that image's end of
+    availability (mlsubmit.images.catalog): anything else is refused at create, as the service refuses it."""
+    package = (pool or {}).get("pythonPackageSpec")
+    if not isinstance(package, dict) or not package.get("executorImageUri"):
+        return
+    uri = str(package["executorImageUri"])
+    image = catalog.find(uri)
+    if image is None or image.carrier:
+        raise field_error(f"{at}.pythonPackageSpec.executorImageUri",
+                          f"{uri} is not a Vertex AI prebuilt training container image; pythonPackageSpec runs only "
+                          "on those (any other image goes in containerSpec.imageUri)")
+    gone = catalog.retired(image)
+    if gone is not None:
+        raise field_error(f"{at}.pythonPackageSpec.executorImageUri",
+                          f"{uri} is no longer available for training: its end of availability was "
+                          f"{image.end_of_availability}")
+
+
 def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
     """The plan of a checked legacy Job body. Raises ApiError 400 for what the service would refuse."""
     from mlsubmit.jobspec.drafts import draft_from_legacy
@@ -131,6 +153,12 @@ def legacy_plan(body: dict[str, Any], project: str) -> JobPlan:
                                                                  "runtimeVersion (custom containers are not emulated)")
     draft, _ = draft_from_legacy(body)
     spec = _spec(draft, "trainingInput", "trainingInput.region")
+    try:  # the runtimeVersion/pythonVersion pairs ml.v1 offered
+        choose.legacy_runtime(spec)
+    except UsageError as err:
+        field = "trainingInput.pythonVersion" if "--python-version" in err.message else "trainingInput.runtimeVersion"
+        raise field_error(field, err.message.replace("--python-version", "pythonVersion")
+                          .replace("--runtime-version", "runtimeVersion")) from None
     args = tuple(training.get("args") or ())
     if training.get("jobDir"):
         args += ("--job-dir", training["jobDir"])

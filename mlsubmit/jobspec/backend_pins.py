@@ -3,7 +3,7 @@
 The cloud installs a job's packages with a plain `pip install` on the prebuilt image, which treats the image's
 packages as replaceable: asked for `jax`, it takes the newest JAX, and with it an ml-dtypes ≥ 0.5 and a numpy 2 that
 TensorFlow 2.17 (ml-dtypes < 0.5, numpy < 2) cannot use. So before anything is uploaded, mlsubmit resolves the backend's requirements (with the trainer's) by pip's
-own resolver on the image's Python with the image's framework pins as constraints (mlsubmit.jobspec.image_check),
+own resolver on the image's Python with the image's framework pins as constraints (mlsubmit.images.check),
 and stages the backend's requirements sdist with exact pins of what that resolution chose (`jax==0.5.3` on
 `tf-cpu.2-17.py310` on 2026-11-24, where the newest is 0.10.2): the cloud's pip then has nothing left to choose.
 
@@ -26,7 +26,7 @@ from mlsubmit.jobspec import keras_backends
 
 
 def _cache_file(image_name: str, requirements: Sequence[str], python: str) -> Path:
-    from mlsubmit.local.image_env import images_home
+    from mlsubmit.images.envs import images_home
 
     key = hashlib.sha256(json.dumps([image_name, python, sorted(requirements)]).encode()).hexdigest()[:32]
     return images_home() / image_name / "backend-pins" / f"{key}.json"
@@ -56,9 +56,10 @@ def pins_on_image(spec, backend: str, kinds: Sequence[str], trainer_requires: Se
         UsageError: the backend's packages (with the trainer's requirements) cannot be installed beside the
             image's framework packages.
     """
-    from mlsubmit.jobspec.image_check import image_for, resolve
+    from mlsubmit.images import choose
+    from mlsubmit.images.check import resolve
 
-    image = image_for(spec)
+    image = choose.job_image(spec)
     if image is None:
         say(f"{backend}: the job's image is not in mlsubmit's table: its packages go unpinned")
         return None

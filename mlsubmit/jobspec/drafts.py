@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlsubmit.jobspec import images
+from mlsubmit.images import catalog as images
 from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 from mlsubmit.jobspec.requests import LEGACY_KEYS, executor_image
 from mlsubmit.jobspec.spec import JobSpec
 from mlsubmit.jobspec.spec_input import RoleDraft, SpecDraft

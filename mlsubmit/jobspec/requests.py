@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlsubmit.jobspec import carried, images
+from mlsubmit.images import carried, choose
 
 from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
@@ -143,19 +143,8 @@ def _legacy_accelerator(role: str, pool: Pool) -> None:
 
 
 def _legacy_runtime(spec: JobSpec) -> tuple[str, str]:
-    """(runtimeVersion, pythonVersion): the legacy API required pythonVersion with a runtime version (Python 3.7
-    from runtime 1.15 on, 2.7 before); an executor image stands for its TensorFlow and Python versions."""
-    if spec.executor_image is None:
-        runtime = spec.runtime_version or machines.DEFAULT_RUNTIME_VERSION
-        major, _, minor = runtime.partition(".")
-        carriers = [i for i in images.CARRIERS if i.version == runtime]  # no legacy-era runtime: its image's Python
-        return runtime, spec.python_version or (carriers[0].python if carriers else
-                                                "3.7" if (int(major), int(minor)) >= (1, 15) else "2.7")
-    found = images.runtime_of(spec.executor_image)
-    if found is None:
-        raise invalid_value("--executor-image", spec.executor_image, "a Vertex AI prebuilt TensorFlow image to "
-                            "express it as a legacy runtime version", hint="pass --runtime-version instead")
-    return found
+    """(runtimeVersion, pythonVersion): the pair ml.v1 takes, decided with the image (mlsubmit.images.choose)."""
+    return choose.legacy_runtime(spec)
 
 
 # -- forward: Vertex AI ---------------------------------------------------------------------------------------
@@ -207,16 +196,14 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
         if _boot_disk(spec, role):
             pool["diskSpec"] = _boot_disk(spec, role)
         container = _container(spec, role)
+        choice = choose.choose(spec, role)
         if container:
             pool["containerSpec"] = container
-        else:
-            package = _python_package(spec, kind=machines.ACCELERATORS[accelerator].kind if accelerator else "cpu")
-            carrier = images.find(package["executorImageUri"])
-            if carrier is not None and carrier.carrier:  # no prebuilt image: the package on a public one
-                pool["containerSpec"] = carried.container_spec(carrier.uri, spec.package_uris, spec.python_module,
-                                                               spec.args, spec.env)
-            else:
-                pool["pythonPackageSpec"] = package
+        elif choice.how == choose.PACKAGE:
+            pool["pythonPackageSpec"] = _python_package(spec, choice.uri)
+        else:  # any other image: a custom container whose command installs the package (mlsubmit.images.carried)
+            pool["containerSpec"] = carried.container_spec(choice.uri, spec.package_uris, spec.python_module,
+                                                           spec.args, spec.env, adds=[r for r, _ in choice.adds])
         specs.append(pool)
     while specs and not specs[-1]:
         specs.pop()
@@ -247,13 +234,9 @@ def _container(spec: JobSpec, role: str) -> dict[str, Any] | None:
     return container
 
 
-def executor_image(spec: JobSpec, kind: str) -> str:
-    """The executorImageUri of a pool whose accelerators are of `kind` ("cpu", "gpu" or "tpu"): the image given,
-    else the TensorFlow image of the runtime (and Python) version from mlsubmit.jobspec.images."""
-    if spec.executor_image:
-        return spec.executor_image
-    default = images.DEFAULT_TPU_TENSORFLOW if kind == "tpu" else images.DEFAULT_TENSORFLOW
-    return images.tensorflow_image(spec.runtime_version or default, kind, python=spec.python_version).uri
+def executor_image(spec: JobSpec, role: str = "chief") -> str:
+    """The image URI of a Vertex AI pool (mlsubmit.images.choose decides it)."""
+    return choose.choose(spec, role).uri
 
 
 def vertex_custom_job(spec: JobSpec) -> dict[str, Any]:
@@ -263,8 +246,7 @@ def vertex_custom_job(spec: JobSpec) -> dict[str, Any]:
     return {"displayName": spec.job_name, "labels": spec.labels_dict, "jobSpec": vertex_job_spec(spec)}
 
 
-def _python_package(spec: JobSpec, kind: str) -> dict[str, Any]:
-    image = executor_image(spec, kind)
+def _python_package(spec: JobSpec, image: str) -> dict[str, Any]:
     package: dict[str, Any] = {"executorImageUri": image}
     if spec.package_uris:
         package["packageUris"] = list(spec.package_uris)
@@ -292,7 +274,7 @@ def config_document(spec: JobSpec, fmt: str) -> tuple[dict[str, Any], list[str]]
 
 def carrier_notes(spec: JobSpec, job_spec: dict[str, Any]) -> list[str]:
     """What a user reading a config should know when a pool runs the package on a public image as a custom
-    container (mlsubmit.jobspec.carried): why, and that the file itself must name the packages."""
+    container (mlsubmit.images.carried): why, and that the file itself must name the packages."""
     uris = {(pool.get("containerSpec") or {}).get("imageUri") for pool in job_spec.get("workerPoolSpecs") or ()
             if pool and carried.parse(pool.get("containerSpec") or {}) is not None and not pool.get("pythonPackageSpec")}
     if not uris or spec.container_image or spec.package_uris:

@@ -54,7 +54,7 @@ def whole_number(value: Any, field: str, minimum: int = 0) -> int:
 def _check_prebuilt(image: str, python: str | None) -> None:
     """An image under a Vertex AI training registry must be one the table knows: a made-up name fails in the
     cloud only after the queue. A Python version given with an image must be the image's."""
-    from mlsubmit.jobspec import images
+    from mlsubmit.images import catalog as images
 
     known = images.find(image)
     if python is not None and (known is None or known.python != str(python)):
@@ -75,7 +75,7 @@ def _check_prebuilt(image: str, python: str | None) -> None:
                 gone = images.retired(right)
                 hint = gone.hint if gone else f"use {right.uri}"
         raise invalid_value("--executor-image", image, "a Vertex AI prebuilt training image that exists (see "
-                            "mlsubmit.jobspec.images)", hint=hint)
+                            "mlsubmit.images.catalog)", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,14 @@ class Pool:
     @property
     def machine(self) -> machines.MachineType:
         return machines.MACHINES[self.machine_type]
+
+    @property
+    def accelerator_kind(self) -> str:
+        """"cpu", "gpu" or "tpu": which kind of image the pool's machine needs (mlsubmit.images.choose)."""
+        accelerator = self.accelerator
+        if self.machine.family == "tpu" or (accelerator and machines.ACCELERATORS[accelerator[0]].kind == "tpu"):
+            return "tpu"
+        return machines.ACCELERATORS[accelerator[0]].kind if accelerator else "cpu"
 
     def replace(self, **changes: Any) -> "Pool":
         return dataclasses.replace(self, **changes)

@@ -101,10 +101,11 @@ def _requests(pool: Any) -> dict[str, str]:
 
 
 def _image(spec: Any) -> str:
-    from mlsubmit.jobspec.requests import executor_image
+    """The pods' image: the one mlsubmit.images.choose gives the job's first pool with a GPU (else the chief's)."""
+    from mlsubmit.images import choose
 
-    gpu = any(pool.accelerator for pool in spec.pools.values())
-    return executor_image(spec, "gpu" if gpu else "cpu")
+    roles = [role for role, pool in spec.pools.items() if pool.accelerator] or ["chief"]
+    return choose.choose(spec, roles[0]).uri
 
 
 def address_pattern(job: KubeJob) -> str:

@@ -96,7 +96,7 @@ def first_number(metrics: dict[str, Any], keys: tuple[str, ...]) -> float | None
 
 def _on_image(backend: str) -> bool:
     """Whether `backend`'s job runs in its image's environment (TensorFlow, with image environments on)."""
-    from mlsubmit.local import image_env
+    from mlsubmit.images import envs as image_env
 
     return backend == "tensorflow" and image_env.enabled()
 
@@ -124,7 +124,7 @@ def run_backends(spec: JobSpec, backends: tuple[str, ...], *, api: str, package_
     Raises:
         UsageError: bad input, before any job starts.
     """
-    from mlsubmit.local import image_env
+    from mlsubmit.images import envs as image_env
     from mlsubmit.local.local_run import job_python, run_local
 
     check_backends(spec, backends, api=api)

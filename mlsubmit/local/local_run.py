@@ -68,13 +68,51 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
     return python, plan.metadata.name
 
 
-def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: Callable[[str], None],
-               requirements: tuple[str, ...] = (), extras: tuple = (), image_env: bool = True) -> tuple[Path, str]:
-    """(python, distribution name): the package installed on its image's environment (mlsubmit.local.image_env),
-    or, without one or with `image_env` False, into an isolated venv over mlsubmit's own environment."""
-    from mlsubmit.local.image_env import local_python
+def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
+                 requirements: tuple[str, ...] = (), extras: tuple = (), *, api: str = "vertex") -> tuple[Path, str] | None:
+    """`train --local`: the package checked against the job's image (mlsubmit.images: the image `choose` gives, the
+    same refusal as before an upload) and installed on that image's environment, or None (image environments off,
+    the user's own container, an image the table does not know: mlsubmit's own environment is used).
 
-    found = local_python(spec, package_path, setup_py, spec.python_module, say, requirements, extras) \
+    Raises:
+        UsageError: the image cannot take the package (one line).
+    """
+    from mlsubmit.images import envs
+    from mlsubmit.images.check import check, describe
+    from mlsubmit.packaging.preflight import check_module
+    from mlsubmit.packaging.runtime_dist import DISTRIBUTION, build_runtime, needs_runtime
+    from mlsubmit.packaging.sdist import plan_sdist, write_sdist
+
+    image = envs.runnable_image(spec, say, api=api)
+    if image is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
+        plan = plan_sdist(package_path, setup_py, requirements)
+        sdist = write_sdist(plan, dist)
+        # installed before the package, as the job's package URIs list them
+        before = [build_runtime(dist).path] if needs_runtime(plan) else []
+        before += [extra.path for extra in extras if extra.path is not None]
+        checked = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, image,
+                        staged=(DISTRIBUTION,))
+        for warning in checked.warnings:
+            say(f"warning: {warning}")
+        say(describe(checked, image))
+        python, reused = envs.job_python(image, [*before, sdist.path], say,
+                                         check=lambda python, venv: check_module(python, venv, module, cwd=venv,
+                                                                                 package=sdist.package))
+    beside = f" after {', '.join(path.name for path in before)}" if before else ""
+    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…){beside} "
+        f"{'already installed' if reused else 'installed'} on image {envs.versions_line(image, python)} "
+        f"(venv {python.parent.parent})")
+    return python, plan.metadata.name
+
+
+def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: Callable[[str], None],
+               requirements: tuple[str, ...] = (), extras: tuple = (), image_env: bool = True,
+               api: str = "vertex") -> tuple[Path, str]:
+    """(python, distribution name): the package installed on its image's environment (mlsubmit.images.envs),
+    or, without one or with `image_env` False, into an isolated venv over mlsubmit's own environment."""
+    found = image_python(spec, package_path, setup_py, spec.python_module, say, requirements, extras, api=api) \
         if image_env else None
     return found or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
 
@@ -138,11 +176,9 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
 
         reject_env_for_legacy(spec)
     ports = local_job.reserve_ports(len(local_job.roles(spec)), start_port)
-    from mlsubmit.local.image_env import as_legacy_request
-
-    on_image = as_legacy_request(spec) if api == "legacy" else spec  # the software its request names
-    python, name = installed or job_python(on_image, package_path=package_path, setup_py=setup_py, say=say,
-                                           requirements=requirements, extras=extras)
+    # a legacy job runs the software its request names (runtimeVersion, pythonVersion: mlsubmit.images.choose)
+    python, name = installed or job_python(spec, package_path=package_path, setup_py=setup_py, say=say,
+                                           requirements=requirements, extras=extras, api=api)
     job_id = spec.job_name or generate_job_name(name)
     # Vertex AI: the base output directory (AIP_*) defaults below jobs/ as a staging bucket's would;
     # legacy AI Platform has a job dir only when one was given.

@@ -18,10 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-
-def mlsubmit_home() -> Path:
-    """$MLSUBMIT_HOME, default ~/.mlsubmit."""
-    return Path(os.environ.get("MLSUBMIT_HOME") or Path.home() / ".mlsubmit")
+from mlsubmit.home import mlsubmit_home  # noqa: F401 - where the venvs live, beside the images' environments
 
 
 def venv_dir_for(packages: Sequence[Path]) -> Path:

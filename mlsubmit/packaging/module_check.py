@@ -11,10 +11,13 @@ runs `_PROBE`, which:
    needs a `__main__.py`, as `python -m` does;
 2. compiles each of those files (the package `__init__.py`s, the module) with that Python: a syntax the image's
    Python does not have fails here;
-3. looks up the top-level imports those files make unconditionally (module-level `import x` / `from x import y`,
-   not those inside `try`, `if` or functions) with `importlib.util.find_spec(top-level name)`, which executes
-   nothing for a top-level name: an import the image, the package and its declared requirements do not provide
-   fails here as it would fail in the cloud.
+3. compiles every other `.py` file of the package the module belongs to (a `model.py` the task imports fails at
+   start just the same), and looks up the top-level imports all those files make unconditionally (module-level
+   `import x` / `from x import y`, not those inside `try`, `if` or functions) with
+   `importlib.util.find_spec(top-level name)`, which executes nothing for a top-level name: an import the image,
+   the package and its declared requirements do not provide fails here as it would fail in the cloud;
+4. names an API the environment's release removed that a file uses (`keras.utils.multi_gpu_model`, gone since
+   TensorFlow 2.4), read from the files, not imported.
 
 The probe is written for every Python an image may carry (3.5+: no f-strings, no walrus).
 """
@@ -74,21 +77,62 @@ if spec.submodule_search_locations is not None:  # a package: `python -m` runs i
     out["origin"] = main.origin or ""
     if main.origin and main.origin.endswith(".py"):
         out["files"].append(main.origin)
+# then every other .py file of the package the module belongs to: the cloud imports whatever the module imports,
+# and a package's other modules (model.py importing hypertune) fail there at start just the same
+package_dirs = []
+top_spec = importlib.util.find_spec(parts[0])
+if top_spec is not None and top_spec.submodule_search_locations:
+    package_dirs = [d for d in top_spec.submodule_search_locations if os.path.isdir(d)]
+checked = set(map(os.path.realpath, out["files"]))
+for directory in package_dirs:
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(names):
+            filename = os.path.join(root, name)
+            if name.endswith(".py") and os.path.realpath(filename) not in checked:
+                checked.add(os.path.realpath(filename))
+                out["files"].append(filename)
+# APIs trainers of their time used that later releases removed (a name, not a module: find_spec cannot see it):
+# dotted name -> (distribution, the release that removed it, what replaces it)
+_MGM = ("tensorflow", (2, 4), "TensorFlow 2.4 removed it; tf.distribute.MirroredStrategy replaces it")
+REMOVED = {"keras.utils.multi_gpu_model": _MGM, "tensorflow.keras.utils.multi_gpu_model": _MGM,
+           "tf.keras.utils.multi_gpu_model": _MGM}
+removed = []
+
+def dotted(node):
+    parts_ = []
+    while isinstance(node, ast.Attribute):
+        parts_.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts_.append(node.id)
+        return ".".join(reversed(parts_))
+    return None
+
 wanted = {}
 for filename in out["files"]:
     with open(filename, "rb") as handle:
         source = handle.read()
+    short = os.path.relpath(filename, os.path.dirname(package_dirs[0])) if package_dirs else os.path.basename(filename)
     try:
         tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
         compile(tree, filename, "exec")
     except SyntaxError as err:
-        out["error"] = "SyntaxError: %s (%s, line %s)" % (err.msg, os.path.basename(filename), err.lineno)
+        out["error"] = "SyntaxError: %s (%s, line %s)" % (err.msg, short, err.lineno)
         finish()
     for node in conditional_free(tree.body):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             ([node.module] if node.module and not node.level else [])
         for name in names:
-            wanted.setdefault(name.split(".")[0], (os.path.basename(filename), node.lineno))
+            wanted.setdefault(name.split(".")[0], (short, node.lineno))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                name = node.module + "." + alias.name
+                if name in REMOVED:
+                    removed.append((name, REMOVED[name], short, node.lineno))
+        elif isinstance(node, ast.Attribute) and dotted(node) in REMOVED:
+            removed.append((dotted(node), REMOVED[dotted(node)], short, node.lineno))
 for top in sorted(wanted):
     try:
         found = importlib.util.find_spec(top)
@@ -99,6 +143,26 @@ for top in sorted(wanted):
         out["error"] = "ModuleNotFoundError: No module named '%s' (imported by %s, line %s)" % (top, where, line)
         finish()
     out["imports"].append(top)
+try:
+    import importlib.metadata as metadata
+except ImportError:  # Python < 3.8: the removed APIs go unchecked
+    removed = []
+for name, (distribution, since, why), where, line in removed:
+    version = None
+    for candidate in (distribution, distribution + "-cpu"):
+        try:
+            version = metadata.version(candidate)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        release = tuple(int(p) for p in version.split(".")[:2]) if version else None
+    except ValueError:
+        release = None
+    if release is not None and release >= since:
+        out["error"] = "AttributeError: %s is not in %s %s: %s (used by %s, line %s)" % (
+            name, distribution, version, why, where, line)
+        finish()
 finish()
 '''
 
@@ -114,11 +178,12 @@ class ModuleCheck:
     imports: tuple[str, ...]  # the top-level imports found
 
     def describe(self) -> str:
-        """What was checked, one phrase: "tinypkg.task found and compiled by Python 3.10.13 (2 files), imports
-        found: argparse, numpy; not run"."""
-        found = f"imports found: {', '.join(self.imports)}" if self.imports else "no module-level imports"
-        return (f"{self.module} found and compiled by Python {self.python} ({len(self.files)} file"
-                f"{'' if len(self.files) == 1 else 's'}), {found}; not run")
+        """What was checked, one phrase: "tinypkg.task found; the package's 3 files compiled by Python 3.10.13,
+        their module-level imports found: argparse, numpy; not run"."""
+        found = (f"their module-level imports found: {', '.join(self.imports)}" if self.imports
+                 else "no module-level imports")
+        return (f"{self.module} found; the package's {len(self.files)} file{'' if len(self.files) == 1 else 's'} "
+                f"compiled by Python {self.python}, {found}; not run")
 
 
 def module_missing(module: str, package: str | None) -> UsageError:

@@ -4,7 +4,7 @@ This is how the cloud installs a trainer package (`pip install <sdist>` on an im
 TensorFlow), done locally so a package that cannot install fails before a job is queued:
 
 - the fresh venv is made by the Python of a base environment (`BaseEnv`: by default the job's image environment,
-  mlsubmit.local.image_env, so the image's Python and packages decide; mlsubmit's own environment when image
+  mlsubmit.images.envs, so the image's Python and packages decide; mlsubmit's own environment when image
   environments are off, MLSUBMIT_IMAGE_ENV=0) and sees that environment's packages through a `.pth` bridge;
 - `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, and
   setuptools comes from the base environment instead of being fetched (the cloud, online, builds in
@@ -65,23 +65,23 @@ def own_env() -> BaseEnv:
 
 
 def base_env(image=None, say: Callable[[str], None] = lambda text: None) -> BaseEnv:
-    """The default base of a pre-flight: the environment of `image` (a mlsubmit.jobspec.images.Image; None: the
-    image a job with default flags runs), built once by mlsubmit.local.image_env, when image environments are on
+    """The default base of a pre-flight: the environment of `image` (a mlsubmit.images.catalog.Image; None: the
+    image a job with default flags runs), built once by mlsubmit.images.envs, when image environments are on
     and the table knows that image (TensorFlow, PyTorch, scikit-learn, XGBoost); otherwise mlsubmit's own
     environment.
 
     Where the image's environment cannot be had (offline before it was built; a pip that cannot resolve for it),
     mlsubmit's own environment is used and its label says why, so the pre-flight's output line says it.
     """
-    from mlsubmit.local import image_env
+    from mlsubmit.images import envs as image_env
 
     if not image_env.enabled():
         return own_env()
     if image is None:
-        from mlsubmit.jobspec.image_check import image_for
+        from mlsubmit.images import choose
         from mlsubmit.jobspec.spec import JobSpec
 
-        image = image_for(JobSpec())
+        image = choose.job_image(JobSpec())
     if image is None:
         return own_env()
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from mlsubmit.targets.base import Target, JobStatus, PoolSummary, friendly_task
 from mlsubmit.errors import UsageError
-from mlsubmit.jobspec import carried
+from mlsubmit.images import carried
 
 ROLES = ("chief", "worker", "ps", "evaluator")  # worker pools 0-3
 STATES = {"JOB_STATE_QUEUED": "QUEUED", "JOB_STATE_PENDING": "PREPARING", "JOB_STATE_RUNNING": "RUNNING",

@@ -6,7 +6,7 @@
   $MLSUBMIT_HOME/images/<image>/packages.json: asked once per image.
 - `image_python(image)`: a venv holding those versions (TensorFlow, tf-keras, Keras, TensorBoard, protobuf and numpy
   within the image's pins; torch and numpy for a PyTorch image), made with a Python of the image's version when
-  this machine has one (mlsubmit.local.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256
+  this machine has one (mlsubmit.images.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256
   of the exact package list and the interpreter: built once. No CUDA image runs here: TensorFlow and torch run on
   the CPU.
 - `job_python(image, sdist)`: a venv for one package on one image: the package is installed with `pip install
@@ -32,10 +32,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit.errors import UsageError
-from mlsubmit.jobspec.images import Image
+from mlsubmit.home import mlsubmit_home
+from mlsubmit.images.catalog import Image
+from mlsubmit.images.interpreters import find_python
 
 _MARKERS = {"os_name": "posix", "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
             "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+_OFFLINE = ("NewConnectionError", "Max retries exceeded", "ConnectTimeoutError", "Temporary failure in name "
+            "resolution", "Name or service not known", "Network is unreachable", "ProxyError", "Could not fetch URL",
+            "Connection refused", "ReadTimeoutError")
+def tensorflow_package(image: Image) -> str:
+    """The distribution that carries TensorFlow on this image: `tensorflow-cpu` on Vertex AI's CPU images of TF 2.1+,
+    `tensorflow` on the public tensorflow/tensorflow images (tensorflow/tools/dockerfiles: TF_PACKAGE=tensorflow)."""
+    if image.carrier:  # TensorFlow's own Dockerfiles install `tensorflow` (TF_PACKAGE=tensorflow, the default)
+        return "tensorflow"
+    if image.framework == "tensorflow" and image.accelerator == "cpu" and image.version not in ("1.15", "2.0"):
+        return "tensorflow-cpu"
+    return "tensorflow"
+
+
+# pinned as constraints, installed as dependencies
+_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy", "ml-dtypes", "jax")
+
+
+def image_requirements(image: Image, *, lookup: bool = False) -> list[str]:
+    """The image's framework packages as pip requirements ("tensorflow-cpu==2.17.*", "tf-keras==2.17.*"); the
+    packages they bring (Keras, TensorBoard, protobuf, numpy) are held to the image's pins by `constraints`.
+    `lookup`: the distribution to read metadata from (tensorflow-cpu's wheel is a third of tensorflow's, with the
+    same requirements)."""
+    cpu = lookup and image.framework == "tensorflow" and image.version not in ("1.15", "2.0")
+    names = {"tensorflow": "tensorflow-cpu" if cpu else tensorflow_package(image)}
+    framework = [(package, pin) for package, pin in image.pins if package not in _SUPPORTING]
+    return [f"{names.get(package, package)}{pin}" for package, pin in framework or image.pins]
 
 
 OPT_OUT_HINT = ("MLSUBMIT_IMAGE_ENV=0 runs the job on mlsubmit's own environment instead (not the image's "
@@ -58,8 +88,6 @@ class Carried:
 
 def images_home() -> Path:
     """$MLSUBMIT_IMAGES, default $MLSUBMIT_HOME/images: image metadata, image environments, pre-flight results."""
-    from mlsubmit.local.venvs import mlsubmit_home
-
     return Path(os.environ.get("MLSUBMIT_IMAGES") or mlsubmit_home() / "images")
 
 
@@ -104,8 +132,6 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
     Raises:
         UsageError: the index could not be asked (offline), or has no such release.
     """
-    from mlsubmit.jobspec.image_check import image_requirements, tensorflow_package
-
     saved = _home(image) / "packages.json"
     if saved.exists():
         return tuple(Carried(d["name"], d["version"], tuple(d["requires"])) for d in json.loads(saved.read_text()))
@@ -115,8 +141,6 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
                                      "--report", str(report), "--timeout", "15", "--retries", "1",
                                      *image_requirements(image, lookup=True)])
         if done.returncode != 0:
-            from mlsubmit.jobspec.image_check import _OFFLINE
-
             tail = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or ["no answer"]
             why = "offline" if any(word in done.stderr for word in _OFFLINE) else "pip"
             raise UsageError(f"the packages of {image.name} could not be looked up on the package index ({why}: "
@@ -137,8 +161,6 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
 
 def interpreter(image: Image) -> tuple[Path, str | None]:
     """(the Python to build the image's environments with, a note when it is not the image's version)."""
-    from mlsubmit.local.interpreters import find_python
-
     found = find_python(image.python)
     if found is not None:
         return found, None
@@ -149,23 +171,33 @@ def interpreter(image: Image) -> tuple[Path, str | None]:
 
 
 def _env_key(image: Image, carried: tuple[Carried, ...], python: Path) -> str:
-    text = json.dumps([image.name, list(image.pins), [(c.name, c.version) for c in carried], str(python)])
+    text = json.dumps([image.name, list(image.pins), [(c.name, c.version) for c in carried], str(python),
+                       _framework_install(image, carried)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _framework_install(image: Image, carried: tuple[Carried, ...]) -> list[str]:
-    """The requirements an image's environment is built from. The CPU build
-    (tensorflow-cpu) is installed: this machine runs no CUDA image; but where the image carries tf-keras, which
-    requires the `tensorflow` distribution, that one is installed (else pip would add it for every package that
-    requires tf-keras)."""
-    legacy = any(c.name == "tf-keras" for c in carried)
+    """The requirements an image's environment is built from: the image's own distributions (`tensorflow` on the
+    public tensorflow/tensorflow images, so a package requiring `tensorflow` or `tf-keras` finds it there and pip adds
+    no second TensorFlow), the CPU build (tensorflow-cpu) of a Vertex AI CPU image unless it carries tf-keras (which
+    requires the `tensorflow` distribution), and what the image adds (catalog.Image.adds: TensorBoard on 2.21)."""
+    legacy = any(c.name == "tf-keras" for c in carried) or tensorflow_package(image) == "tensorflow"
     cpu = {} if legacy or image.version in ("1.15", "2.0") else {"tensorflow": "tensorflow-cpu"}
     names = {"tensorflow-cpu": "tensorflow"} if legacy else cpu
     exact = [f"{names.get(c.name, c.name)}=={c.version}" for c in carried]
-    from mlsubmit.jobspec.image_check import _SUPPORTING
-
     pinned = [f"{package}{pin}" for package, pin in image.pins if package in _SUPPORTING]
-    return exact + pinned
+    return exact + pinned + [requirement for requirement, _ in image.adds]
+
+
+def constraints(image: Image, carried) -> str:
+    """A pip constraints file: the image's pins, its framework distributions at their versions, and what they
+    require (tensorflow-cpu 2.17.1's `tensorboard<2.18,>=2.17`, ...)."""
+    lines = [f"{package}{pin}" for package, pin in image.pins]
+    lines += [requirement for requirement, _ in image.adds]  # installed before the package (catalog.Image.adds)
+    lines += [f"tensorflow-cpu{pin}" for package, pin in image.pins if package == "tensorflow"]
+    for item in carried:
+        lines += [f"{item.name}=={item.version}", *item.requires]
+    return "\n".join(lines) + "\n"
 
 
 def _rename_into_place(building: Path, target: Path) -> None:
@@ -215,7 +247,7 @@ def _check_imports(image: Image, python: Path) -> None:
     if done.returncode != 0:
         last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
         raise UsageError(f"the environment of {image.name} was built but `import {image.module}` fails in it: "
-                         f"{last[0]}", hint=f"the image's pins in mlsubmit.jobspec.images are wrong; {OPT_OUT_HINT}")
+                         f"{last[0]}", hint=f"the image's pins in mlsubmit.images.catalog are wrong; {OPT_OUT_HINT}")
 
 
 def _site_packages(python: Path) -> str:
@@ -228,11 +260,9 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
     """(the python of a venv holding `packages` (sdists) installed on the image's environment, whether reused).
 
     `check(python, venv_dir)` runs on a new venv before it is put in place. Raises UsageError."""
-    from mlsubmit.packaging.sdist import file_sha256
-
     base_python, _ = image_python(image, say)
     env_dir = base_python.parent.parent
-    digests = [file_sha256(path) for path in packages]
+    digests = [hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in packages]
     key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
     target = _home(image) / "jobs" / f"{key[:16]}-{env_dir.name}"
     python = target / "bin" / "python"
@@ -246,8 +276,6 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
         built = building / "bin" / "python"
         Path(_site_packages(built), "_mlsubmit_image.pth").write_text(
             f"import site; site.addsitedir({_site_packages(base_python)!r})\n")
-        from mlsubmit.jobspec.image_check import constraints
-
         pins = building / "image-constraints.txt"
         pins.write_text(constraints(image, image_packages(image)))
         for sdist in packages:
@@ -271,26 +299,30 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
     return python, False
 
 
-def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
-    """The image (TensorFlow, PyTorch, scikit-learn or XGBoost) whose environment the job runs in here, or None (off,
-    a custom container, an image the table does not know). Notes the mismatches this machine cannot close (the
-    image's Python, CUDA) and a retired image.
+def runnable_image(spec, say: Callable[[str], None], *, api: str = "vertex") -> Image | None:
+    """The image (TensorFlow, PyTorch, scikit-learn or XGBoost) whose environment the job runs in here, as
+    mlsubmit.images.choose decides it, or None (off, the user's own container, an image the table does not know).
+    Says which image, what it adds, and the mismatches this machine cannot close (the image's Python, CUDA) and a
+    retired image.
 
     Raises:
         UsageError: the image's packages cannot be looked up (offline before its environment was ever built): the
-            job is not run on mlsubmit's own software instead unless MLSUBMIT_IMAGE_ENV=0 says so."""
-    from mlsubmit.jobspec.image_check import image_for
+            job is not run on mlsubmit's own software instead unless MLSUBMIT_IMAGE_ENV=0 says so; a legacy
+            runtime/Python pair ml.v1 never offered."""
+    from mlsubmit.images import choose
 
     if not enabled():
         return None
-    image = image_for(spec)
+    choice = choose.choose(spec, api=api)
+    image = choice.image
     if image is None:
         return None
-    from mlsubmit.jobspec.image_check import lifecycle
-
-    lifecycle(spec, image, say, refuse=False)  # here it still runs: the software is on the package index
+    choose.served(spec, say, api=api, sending=False)  # here it still runs: the software is on the package index
+    say(f"image: {choice.describe()}")
     _, note = interpreter(image)
     notes = [note] if note else []
+    notes += choose.python_notes(spec, api=api)
+    notes += [f"{image.name} + {requirement}: {why}" for requirement, why in image.adds]
     if image.accelerator != "cpu":
         without = "CUDA" if image.accelerator == "gpu" else "a TPU"
         notes.append(f"{image.name} is a {image.accelerator.upper()} image; here its {image.module} runs on the CPU, "
@@ -306,52 +338,6 @@ def runnable_image(spec, say: Callable[[str], None]) -> Image | None:
         raise UsageError(f"{err.message}, so {image.name}'s environment cannot be built here",
                          hint=OPT_OUT_HINT) from None
     return image
-
-
-def as_legacy_request(spec):
-    """The spec whose image a legacy-API job runs on: the runtimeVersion/pythonVersion its request states (2.11 and
-    Python 3.7 when none was given: legacy AI Platform's last default; the service itself shut down on 2025-01-31,
-    so its jobs run here and in the emulator only). The emulator reads them from the request; `train --local --api
-    legacy` uses this so both run the software the request names."""
-    from mlsubmit.jobspec.requests import legacy_training_input
-
-    if spec.runtime_version is not None or spec.executor_image is not None or spec.container_image is not None:
-        return spec
-    document = legacy_training_input(spec)
-    return spec.replace(runtime_version=document["runtimeVersion"], python_version=document["pythonVersion"])
-
-
-def local_python(spec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
-                 requirements: tuple[str, ...] = (), extras: tuple = ()) -> tuple[Path, str] | None:
-    """`train --local`: the package checked against the image (mlsubmit.jobspec.image_check, the same refusal as before an
-    upload) and installed on the image's environment, or None (image environments off, a custom container, an
-    image the table does not know: mlsubmit's own environment is used). Raises UsageError."""
-    from mlsubmit.jobspec.image_check import check, describe
-    from mlsubmit.packaging.preflight import check_module
-    from mlsubmit.packaging.runtime_dist import build_runtime, needs_runtime
-    from mlsubmit.packaging.sdist import plan_sdist, write_sdist
-
-    image = runnable_image(spec, say)
-    if image is None:
-        return None
-
-    with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-        plan = plan_sdist(package_path, setup_py, requirements)
-        sdist = write_sdist(plan, dist)
-        # installed before the package, as the job's package URIs list them
-        before = [build_runtime(dist).path] if needs_runtime(plan) else []
-        before += [extra.path for extra in extras if extra.path is not None]
-        checked = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, image)
-        for warning in checked.warnings:
-            say(f"warning: {warning}")
-        say(describe(checked, image))
-        python, reused = job_python(image, [*before, sdist.path], say,
-                                    check=lambda python, venv: check_module(python, venv, module, cwd=venv))
-    beside = f" after {', '.join(path.name for path in before)}" if before else ""
-    say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…){beside} "
-        f"{'already installed' if reused else 'installed'} on image {versions_line(image, python)} "
-        f"(venv {python.parent.parent})")
-    return python, plan.metadata.name
 
 
 def versions_line(image: Image, python: Path) -> str:

@@ -27,6 +27,8 @@ Facts and their sources:
 Example:
     >>> tensorflow_image("2.11", "gpu", python="3.7").uri
     'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11:latest'
+
+Which image a job runs and how is decided in one place, mlsubmit.images.choose; this module only holds the facts.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ from mlsubmit.errors import UsageError
 REGISTRY = "us-docker.pkg.dev/vertex-ai/training/"
 MIRRORS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
 DEFAULT_TENSORFLOW = "2.21"  # a Vertex AI job that names neither --runtime-version nor --executor-image: a carrier
-DEFAULT_TPU_TENSORFLOW = "2.15"  # the newest TensorFlow TPU training image
+DEFAULT_TPU_TENSORFLOW = "2.15"  # the newest TensorFlow TPU training image (retired 2025-10-23: see choose)
+LEGACY_DEFAULT_RUNTIME = "2.11"  # the last runtime version legacy AI Platform Training offered (its default here)
+# registries that serve Docker Hub's images under another name: a carrier is the same image there
+_DOCKER_HUB_NAMES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/", "mirror.gcr.io/")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 
 
@@ -62,7 +67,9 @@ class Image:
             Vertex AI no longer runs the image); None where no source gives one.
         lifecycle_source: where the dates come from (or why an image without dates counts as retired/served).
         carrier: a public image (not Vertex AI's) that runs the Python package as a custom container
-            (mlsubmit.jobspec.carried); its `name` is the whole image reference.
+            (mlsubmit.images.carried); its `name` is the whole image reference.
+        adds: (requirement, why) for what the prebuilt images this one replaces carried and trainers import, but
+            it lacks: installed before the job's packages, here and in the cloud (TensorBoard on TensorFlow 2.21).
     """
 
     name: str
@@ -75,6 +82,7 @@ class Image:
     end_of_availability: str | None = None
     lifecycle_source: str = ""
     carrier: bool = False
+    adds: tuple[tuple[str, str], ...] = ()
 
     @property
     def module(self) -> str:
@@ -141,7 +149,10 @@ _TENSORFLOW: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
                        "numpy": "==1.18.5"}),
     "2.1": (("3.7",), {"tensorflow": "==2.1.0", "tensorboard": ">=2.1.0,<2.2.0", "protobuf": ">=3.8.0",
                        "numpy": "==1.18.0"}),
-    "1.15": (("3.7",), {"tensorflow": "==1.15.0", "tensorboard": ">=1.15.0,<1.16.0", "protobuf": ">=3.6.1",
+    # tensorflow 1.15.0 declares protobuf>=3.6.1 unbounded, but its generated code fails `import tensorflow` under
+    # protobuf 4 ("Descriptors cannot be created directly", protobuf 4.21.0's breaking change): its image carried a
+    # protobuf 3, so the table caps it as the 2.x entries are capped
+    "1.15": (("3.7",), {"tensorflow": "==1.15.0", "tensorboard": ">=1.15.0,<1.16.0", "protobuf": ">=3.6.1,<3.20",
                         "numpy": "==1.16.5"}),
 }
 _TPU = {"2.15": ("tf-tpu.2-15.cp310", "3.10"), "2.12": ("tf-tpu.2-12", "3.8")}
@@ -184,14 +195,24 @@ IMAGES: tuple[Image, ...] = (*_tensorflow_images(),
 )
 # Carriers: public TensorFlow images (Docker Hub, `tensorflow/tensorflow`, built from TensorFlow's own Dockerfiles:
 # Ubuntu 22.04, Python 3.11 at /usr/local/bin/python, pip) on which mlsubmit runs a Python package as a custom
-# container (mlsubmit.jobspec.carried) now that Vertex AI serves no TensorFlow prebuilt training image. Pins: tensorflow
+# container (mlsubmit.images.carried) now that Vertex AI serves no TensorFlow prebuilt training image. Pins: tensorflow
 # 2.21.0's Requires-Dist (keras>=3.12.0, protobuf<8.0.0,>=6.31.1, numpy>=1.26.0, ml_dtypes<1.0.0,>=0.5.1; TensorBoard
 # is no longer a requirement). The image carries no tf-keras: Keras-2 code declares it.
 _TF221 = (("tensorflow", "==2.21.*"), ("keras", ">=3.12.0"), ("protobuf", ">=6.31.1,<8.0.0"), ("numpy", ">=1.26.0"),
           ("ml-dtypes", ">=0.5.1,<1.0.0"))
+# What the prebuilt TensorFlow images carried that trainers import and TensorFlow 2.21 no longer brings: TensorBoard
+# (tensorflow/tensorflow PR #110709 "Remove TensorBoard as hard dependency from r2.21"; tensorflow 2.20 still required
+# tensorboard~=2.20.0, so every prebuilt TensorFlow image had it). Keras' TensorBoard callback and tf.summary raise
+# TBNotInstalledError without it. tensorboard 2.21.0 requires protobuf<8.0.0,>=6.31.1, the same range as
+# tensorflow 2.21.0. Nothing else is added: no other package of the prebuilt images is documented.
+TENSORBOARD_WHY = ("TensorFlow 2.21 no longer installs TensorBoard (tensorflow/tensorflow PR #110709); the prebuilt "
+                   "TensorFlow images carried it, and Keras' TensorBoard callback and tf.summary need it")
+_TF221_ADDS = (("tensorboard~=2.21.0", TENSORBOARD_WHY),)
 CARRIERS: tuple[Image, ...] = (
-    Image("tensorflow/tensorflow:2.21.0", "tensorflow", "2.21", "cpu", "3.11", _TF221, carrier=True),
-    Image("tensorflow/tensorflow:2.21.0-gpu", "tensorflow", "2.21", "gpu", "3.11", _TF221, carrier=True),
+    Image("tensorflow/tensorflow:2.21.0", "tensorflow", "2.21", "cpu", "3.11", _TF221, carrier=True,
+          adds=_TF221_ADDS),
+    Image("tensorflow/tensorflow:2.21.0-gpu", "tensorflow", "2.21", "gpu", "3.11", _TF221, carrier=True,
+          adds=_TF221_ADDS),
 )
 IMAGES = (*CARRIERS, *IMAGES)
 # -- lifecycle ----------------------------------------------------------------------------------------------------
@@ -289,8 +310,11 @@ _URI = re.compile(r"(?:https://)?(?P<host>[a-z]+-docker\.pkg\.dev)/vertex-ai/tra
 
 def find(uri: str) -> Image | None:
     """The table's entry for a prebuilt image URI (any of the three registries, with or without `:latest`), or for a
-    carrier (with or without `docker.io/`)."""
-    carrier = _BY_NAME.get(str(uri).strip().removeprefix("docker.io/"))
+    carrier (Docker Hub's name, with or without `docker.io/`, or Google's cache of it, `mirror.gcr.io/`)."""
+    name = str(uri).strip()
+    for prefix in _DOCKER_HUB_NAMES:
+        name = name.removeprefix(prefix)
+    carrier = _BY_NAME.get(name)
     if carrier is not None and carrier.carrier:
         return carrier
     found = _URI.fullmatch(str(uri).strip())
@@ -366,3 +390,22 @@ def runtime_of(uri: str) -> tuple[str, str] | None:
     if image is None or image.framework != "tensorflow":
         return None
     return image.version, image.python
+
+
+# legacy AI Platform Training's runtime versions (its "Runtime version list"; 2.12 only as a TPU runtime, kept for the
+# real TPU configs that name it with Python 3.8)
+LEGACY_RUNTIMES = ("1.15", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12")
+
+
+def legacy_pythons(runtime: str) -> tuple[str, ...]:
+    """The Python versions legacy AI Platform paired with a runtime version (3.7 from 1.15 on, where 1.15 also kept
+    2.7; 3.5 and 2.7 before; 3.8 with the 2.12 TPU runtime), the default first."""
+    try:
+        version = _key(runtime)
+    except ValueError:
+        return ()
+    if version >= (2, 12):
+        return ("3.8",)
+    if version >= (2, 0):
+        return ("3.7",)
+    return ("3.7", "2.7") if version == (1, 15) else ("3.5", "2.7")

@@ -14,11 +14,11 @@ Two checks, both about the image's software rather than mlsubmit's own environme
 - **Syntax**: every `.py` file is parsed with `ast.parse(..., feature_version=(3, N))` for the image's Python 3.N
   (this catches most newer grammar: `match`, `except*`, parenthesised context managers, walrus, positional-only
   parameters, but not everything: e.g. PEP 701 f-strings and newer standard library names are missed), and, where
-  a Python 3.N interpreter exists on this machine (mlsubmit.local.interpreters), compiled by that interpreter, which is
+  a Python 3.N interpreter exists on this machine (mlsubmit.images.interpreters), compiled by that interpreter, which is
   exact for grammar. The result says which of the two ran.
 
 Offline (the index cannot be reached) the requirements are not checked: one warning says so; the syntax check still
-runs. A complete result is cached under $MLSUBMIT_IMAGES/<image>/checks/ (mlsubmit.local.image_env) by the sdist's
+runs. A complete result is cached under $MLSUBMIT_IMAGES/<image>/checks/ (mlsubmit.images.envs) by the sdist's
 sha256 and the image's name, so an unchanged package against the same image is checked once.
 """
 
@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit.errors import UsageError
-from mlsubmit.jobspec.images import Image
+from mlsubmit.images.catalog import Image
+from mlsubmit.images.envs import (_OFFLINE, constraints, foreign_python_args, image_packages, image_requirements,
+                                  images_home)
+from mlsubmit.images.interpreters import find_python
 
-_OFFLINE = ("NewConnectionError", "Max retries exceeded", "ConnectTimeoutError", "Temporary failure in name "
-            "resolution", "Name or service not known", "Network is unreachable", "ProxyError", "Could not fetch URL",
-            "Connection refused", "ReadTimeoutError")
 _CAUSES = "The conflict is caused by:"
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
 _OTHER_PYTHON = re.compile(r"Ignored the following versions that require a different python version: (.*)")
@@ -76,116 +76,6 @@ def _name(requirement: str) -> str:
         return canonicalize_name(re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0])
 
 
-def tensorflow_package(image: Image) -> str:
-    """The distribution that carries TensorFlow on this image: `tensorflow-cpu` on CPU images of TF 2.1+."""
-    if image.framework == "tensorflow" and image.accelerator == "cpu" and image.version not in ("1.15", "2.0"):
-        return "tensorflow-cpu"
-    return "tensorflow"
-
-
-# pinned as constraints, installed as dependencies
-_SUPPORTING = ("keras", "tensorboard", "protobuf", "numpy", "ml-dtypes", "jax")
-
-
-def image_requirements(image: Image, *, lookup: bool = False) -> list[str]:
-    """The image's framework packages as pip requirements ("tensorflow-cpu==2.17.*", "tf-keras==2.17.*"); the
-    packages they bring (Keras, TensorBoard, protobuf, numpy) are held to the image's pins by `constraints`.
-    `lookup`: the distribution to read metadata from (tensorflow-cpu's wheel is a third of tensorflow's, with the
-    same requirements)."""
-    cpu = lookup and image.framework == "tensorflow" and image.version not in ("1.15", "2.0")
-    names = {"tensorflow": "tensorflow-cpu" if cpu else tensorflow_package(image)}
-    framework = [(package, pin) for package, pin in image.pins if package not in _SUPPORTING]
-    return [f"{names.get(package, package)}{pin}" for package, pin in framework or image.pins]
-
-
-def constraints(image: Image, carried) -> str:
-    """A pip constraints file: the image's pins, its framework distributions at their versions, and what they
-    require (tensorflow-cpu 2.17.1's `tensorboard<2.18,>=2.17`, ...)."""
-    lines = [f"{package}{pin}" for package, pin in image.pins]
-    lines += [f"tensorflow-cpu{pin}" for package, pin in image.pins if package == "tensorflow"]
-    for item in carried:
-        lines += [f"{item.name}=={item.version}", *item.requires]
-    return "\n".join(lines) + "\n"
-
-
-def image_for(spec) -> Image | None:
-    """The table's image the job's chief runs (None for a custom container or an image the table does not know):
-    the executorImageUri a Vertex AI request for `spec` names. A legacy-API job without --runtime-version is checked
-    against that default (2.17) too, not the legacy default runtime 2.11 (the legacy service is shut down; its jobs
-    run on Vertex AI or the emulator)."""
-    from mlsubmit.jobspec import images
-    from mlsubmit.jobspec import machines
-    from mlsubmit.jobspec import requests
-
-    if spec.container_image is not None:
-        return None
-    chief = spec.pools.get("chief")
-    accelerator = chief.accelerator if chief is not None else None
-    found = machines.ACCELERATORS.get(accelerator[0]) if accelerator else None
-    return images.find(requests.executor_image(spec, found.kind if found else "cpu"))
-
-
-def chosen(spec) -> bool:
-    """Whether the job's image was named by the user (a runtime version or an executor image), not mlsubmit's
-    default."""
-    return spec.runtime_version is not None or spec.executor_image is not None
-
-
-def lifecycle(spec, image: Image, say: Callable[[str], None], *, refuse: bool = True) -> None:
-    """An image past its end of availability (mlsubmit.jobspec.images.retired): refused before anything is sent when
-    the user named it (`refuse`); said in a warning when it is mlsubmit's default, which stays the last TensorFlow
-    image until mlsubmit runs Python packages as custom containers (no TensorFlow prebuilt training image is
-    served any more), and for local runs, which show what that image did.
-
-    Raises:
-        UsageError: one line with the end date and the nearest image still served, or the custom-container way.
-    """
-    from mlsubmit.jobspec import images
-
-    gone = images.retired(image)
-    if gone is None:
-        return
-    if refuse and chosen(spec):
-        raise gone
-    say(f"warning: {gone.message}; {gone.hint}")
-
-
-def served(spec, *, named_by_flag: bool) -> tuple[object, list[str]]:
-    """(the spec a Vertex AI config is written for, warnings). A TensorFlow image past its end of availability is
-    refused as `train` refuses it when a flag named it; when it came from a file being migrated (a legacy
-    `runtimeVersion`, an old `executorImageUri`), the document is written for the nearest image that still runs, with
-    a warning, and another when the file's Python version cannot be kept there.
-
-    Raises:
-        UsageError: a retired image named by --runtime-version or --executor-image.
-    """
-    from mlsubmit.jobspec import images
-
-    try:
-        image = image_for(spec)
-    except UsageError:  # no such image at all: the document says so where it is built
-        return spec, []
-    gone = images.retired(image) if image is not None else None
-    if gone is None:
-        return spec, []
-    if named_by_flag:
-        raise gone
-    nearest = images.nearest_available(image)
-    if nearest is None:
-        return spec, [f"{gone.message}; {gone.hint}"]
-    notes = [f"the file's image {image.name} is no longer served by Vertex AI (end of availability "
-             f"{image.end_of_availability}): written for {nearest.uri} ({nearest.framework} {nearest.version}, "
-             f"Python {nearest.python}) instead"]
-    if nearest.python != image.python:
-        notes.append(f"Python {image.python} cannot be kept: no image Vertex AI still runs has {image.framework} on "
-                     f"Python {image.python}; check the trainer on Python {nearest.python} first (mlsubmit train "
-                     f"--local --runtime-version {nearest.version})")
-    moved = spec.replace(runtime_version=nearest.version if image.framework == "tensorflow" else None,
-                         python_version=None,
-                         executor_image=None if image.framework == "tensorflow" else nearest.uri)
-    return moved, notes
-
-
 # -- syntax -----------------------------------------------------------------------------------------------------
 def check_syntax(files: Iterable[tuple[str, Path]], image: Image) -> str:
     """Check every (name in the package, file) for grammar the image's Python rejects; returns how it was checked.
@@ -193,8 +83,6 @@ def check_syntax(files: Iterable[tuple[str, Path]], image: Image) -> str:
     Raises:
         UsageError: one line naming the file, line and the image's Python.
     """
-    from mlsubmit.local.interpreters import find_python
-
     files = [(name, Path(path)) for name, path in files if name.endswith(".py")]
     major, minor = (int(part) for part in image.python.split("."))
     here = sys.version_info[:2]
@@ -277,17 +165,16 @@ def _carried_by(requirement: str, carried) -> bool:
                and parsed.specifier.contains(item.version, prereleases=True) for item in carried)
 
 
-def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] | None, list[str]]:
+def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] = ()) -> tuple[dict[str, str] | None,
+                                                                                          list[str]]:
     """({name: version} pip would install for `requirements` on the image, or None when not checked, warnings).
+    `staged`: distributions the job stages before the package (never fetched from an index).
 
     Raises:
         UsageError: a requirement the image cannot take.
     """
-    from mlsubmit.local.image_env import foreign_python_args, image_packages
-    from mlsubmit.packaging.runtime_dist import DISTRIBUTION
-
-    # mlsubmit-runtime is staged with the job (before the package), never fetched from an index
-    requirements = [r for r in requirements if _name(r) != DISTRIBUTION]
+    skip = {_name(name) for name in staged}
+    requirements = [r for r in requirements if _name(r) not in skip]
     warnings: list[str] = []
     try:
         carried = image_packages(image)
@@ -347,13 +234,13 @@ def resolve(requirements: Sequence[str], image: Image) -> tuple[dict[str, str] |
 
 # -- the check, cached ------------------------------------------------------------------------------------------
 def _cache_path(sha256: str, image: Image) -> Path:
-    from mlsubmit.local.image_env import images_home
-
     return images_home() / image.key / "checks" / f"{sha256[:32]}.json"
 
 
-def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image) -> ImageCheck:
-    """Check a package (its requirements, its (name, file) pairs, the sha256 of its sdist) against `image`.
+def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image, *,
+          staged: Iterable[str] = ()) -> ImageCheck:
+    """Check a package (its requirements, its (name, file) pairs, the sha256 of its sdist) against `image`;
+    `staged`: the distributions staged before it (see `resolve`).
 
     Raises:
         UsageError: a requirement the image cannot take, or syntax its Python cannot parse (one line).
@@ -363,7 +250,7 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
         saved = json.loads(cache.read_text())
         return ImageCheck(image.name, tuple(map(tuple, saved["resolved"])), saved["syntax"], cached=True)
     syntax = check_syntax(files, image)
-    resolved, warnings = resolve(requirements, image)
+    resolved, warnings = resolve(requirements, image, staged=staged)
     result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings))
     if resolved is not None and not warnings:  # only a complete check is remembered
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -383,18 +270,34 @@ def describe(result: ImageCheck, image: Image) -> str:
     return f"image {image.name} (Python {image.python}): {said}; syntax: {result.syntax}{cached}"
 
 
-def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None) -> ImageCheck | None:
-    """The pre-upload hook: check a planned package (mlsubmit.packaging.DryRun) against the job's image.
+def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None, *, api: str = "vertex",
+               staged: Iterable[str] = ()) -> ImageCheck | None:
+    """The pre-upload hook: every pool's image as Vertex AI (or ml.v1) would take it (mlsubmit.images.choose), then
+    the planned package (mlsubmit.packaging.DryRun) against the job's image.
 
-    Does nothing for a custom container or an image the table does not know. Warnings and the result go to `say`.
+    Does nothing more for the user's own container or an image the table does not know (said). Warnings and the
+    result go to `say`.
+
+    Raises:
+        UsageError: an image the service would refuse, a requirement the image cannot take, syntax its Python
+            cannot parse.
     """
-    image = image_for(spec)
-    if image is None:
+    from mlsubmit.images import choose
+
+    choose.served(spec, say, api=api)
+    chief = choose.choose(spec, api=api)
+    say(f"image: {chief.describe()}")
+    for note in choose.python_notes(spec, api=api):
+        say(f"warning: {note}")
+    if chief.image is None:
+        if chief.runs_package:
+            say(f"warning: mlsubmit does not know {chief.uri}: the package is not checked against its software; "
+                "its command runs `python -m pip install` there, so it needs Python 3 and pip")
         return None
-    lifecycle(spec, image, say)
     plan = planned.plan
-    result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], planned.sha256, image)
+    result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], planned.sha256, chief.image,
+                   staged=staged)
     for warning in result.warnings:
         say(f"warning: {warning}")
-    say(describe(result, image))
+    say(describe(result, chief.image))
     return result
