@@ -318,7 +318,7 @@ def test_gcloud_vertex_create_runs_a_hatchling_package_mlsubmit_staged(cloud, tm
     done = _gcloud(cloud, tmp_path, "ai", "custom-jobs", "create", "--region", "us-central1", "--display-name",
                    "byo-vertex", "--python-package-uris", uri, "--worker-pool-spec",
                    "machine-type=n1-standard-4,replica-count=1,executor-image-uri=us-docker.pkg.dev/vertex-ai/"
-                   "training/tf-cpu.2-17.py310:latest,python-module=trainer.task",
+                   "training/sklearn-cpu.1-6:latest,python-module=trainer.task",
                    f"--args=--job-dir={job_dir},--num-steps=3", "--format=value(name)")
     assert done.returncode == 0, done.stderr
     name = done.stdout.strip()

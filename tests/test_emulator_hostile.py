@@ -45,7 +45,7 @@ def job_count(emulator) -> int:
 
 def vertex_body(uri: str, name: str = "hostile") -> dict:
     pool = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-            "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest",
+            "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
                                   "packageUris": [uri], "pythonModule": "tinypkg.task", "args": ["--lines", "0"]}}
     return {"displayName": name, "jobSpec": {"workerPoolSpecs": [pool]}}
 

@@ -56,7 +56,7 @@ def study_body(uri: str) -> dict:
                                                   "replicaCount": "1",
                                                   "pythonPackageSpec": {
                                                       "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/"
-                                                                          "tf-cpu.2-17.py310:latest",
+                                                                          "sklearn-cpu.1-6:latest",
                                                       "packageUris": [uri], "pythonModule": "tinypkg.task"}}]}}
 
 

@@ -20,7 +20,7 @@ from mlsubmit.emulator.reaper import alive
 
 pytest_plugins = ["support.training_emulator"]  # fixtures: emulator_home
 
-IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 SLOW_SETUP = '''\
 import os, pathlib, time
 pathlib.Path({mark!r}).write_text("%d %d" % (os.getpid(), os.getppid()))

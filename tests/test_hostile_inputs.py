@@ -101,9 +101,9 @@ CASES = [
      "as a timestamp: month must be in 1..12; quote it if it is text"),
     # a document that outgrows the request limit on the way: args copied into four worker pools
     ("config --config amplified.yaml", "invalid job: the generated config, as the request gcloud sends, would be "
-     f"2006901 bytes; expected at most 1572864 (1.5 MiB, the API's request size limit); {SHORTEN}"),
+     f"2007253 bytes; expected at most 1572864 (1.5 MiB, the API's request size limit); {SHORTEN}"),
     (["config", *(f"--env=V{i}={'x' * 120_000}" for i in range(14))], "invalid job: the generated config, as "
-     f"the request gcloud sends, would be 1680594 bytes; expected at most 1572864 (1.5 MiB, the API's request size "
+     f"the request gcloud sends, would be 1680682 bytes; expected at most 1572864 (1.5 MiB, the API's request size "
      f"limit); {SHORTEN}"),
     ("config " + " ".join(f"--label k{i}=v" for i in range(64)), "invalid value for --label: received '64 labels'; "
      "expected at most 63 (a job takes 64; mlsubmit adds its request-id label)"),
@@ -475,11 +475,11 @@ def _tuning_values(count: int) -> str:
 
 @pytest.mark.parametrize("files, flags, what, size", [
     ({"job.yaml": _amplified().replace("trainer.task", "tinypkg.task")}, ["--config", "job.yaml"],
-     "the CustomJob request body", 2_007_827),
+     "the CustomJob request body", 2_008_179),
     ({"job.yaml": f"workerPoolSpecs:\n- machineSpec: {{machineType: n1-standard-4}}\n  replicaCount: 1\n"
                   f"  pythonPackageSpec:\n    args: [{', '.join(['a' * 1000] * 900)}]\n",
       "tune.yaml": _tuning_values(7000)}, ["--config", "job.yaml", "--hptune-config", "tune.yaml"],
-     "the tuning job's request body", 1_673_517),
+     "the tuning job's request body", 1_673_605),
 ], ids=["args in four pools", "a big job and a big study"])
 def test_request_bodies_over_the_limit_are_refused_before_staging(files, flags, what, size, tmp_path, monkeypatch):
     from support.tiny_package import make_project

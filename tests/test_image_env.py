@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlsubmit.images import carried
 
 pytest_plugins = ["support.training_emulator"]
 pytestmark = pytest.mark.slow
@@ -66,44 +65,17 @@ def test_bundled_trainer_on_the_default_public_image_and_keras2_on_the_217_image
     assert "tensorboard 2.17.1" in done.stdout and "end of availability was 2026-07-11" in done.stdout  # said, run
     assert _metrics(tmp_path / "relative")["tensorflow_version"] == "2.17.1"
 
-    # a legacy-era trainer (--job-dir required): legacy AI Platform passes it
-    done = _train(KERAS2, "--api", "legacy", "--python-module", "kerastwo.task", "--runtime-version", "2.17",
-                  "--job-dir", "two", cwd=tmp_path, TF_USE_LEGACY_KERAS="1")
+    # a legacy-era trainer (--job-dir required) on 2.17, which legacy AI Platform never offered: on Vertex AI the
+    # flag is one of the program's arguments
+    done = _train(KERAS2, "--python-module", "kerastwo.task", "--runtime-version", "2.17", "--",
+                  "--job-dir", str(tmp_path / "two"), cwd=tmp_path, TF_USE_LEGACY_KERAS="1")
     assert "kerastwo: tensorflow 2.17.1, tf.keras 2.17.0" in done.stdout
     assert _metrics(tmp_path / "two")["tensorflow_version"] == "2.17.1"
 
 
-def test_an_emulator_job_prepares_on_its_image_and_its_logs_say_what_ran(gcs_emulator, tmp_path, monkeypatch):
-    from support.training_emulator import TrainingEmulator, stage_package
-
-    from mlsubmit.jobspec.requests import vertex_custom_job
-    from mlsubmit.jobspec.spec import JobSpec, Pool
-
-    shutil.copytree(KERAS2.parent, tmp_path / "project")
-    bucket = f"images-{os.getpid()}"
-    gcs_emulator.create_bucket(bucket)
-    uri = stage_package(tmp_path / "project" / "kerastwo", gcs_emulator.endpoint, bucket)
-    body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="keras2",
-                                     job_dir=f"gs://{bucket}/out", package_uris=(uri,), runtime_version="2.17",
-                                     python_module="kerastwo.task", args=("--job-dir", f"gs://{bucket}/out")))
-    pool = body["jobSpec"]["workerPoolSpecs"][0]  # a pythonPackageSpec or the package on a public image
-    carried.set_program(pool, {**carried.program(pool), "env": [{"name": "TF_USE_LEGACY_KERAS",
-                                                                          "value": "1"}]})
-    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
-    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
-        parent = "projects/p/locations/us-central1"
-        job = emulator.vertex_jobs().create(parent=parent, body=body).execute()
-        job = emulator.wait(emulator.vertex_jobs().get(name=job["name"]).execute, timeout=400)
-        lines = [e["textPayload"] for e in emulator.log_lines(job["name"].rsplit("/", 1)[-1], "p")]
-    assert job["state"] == "JOB_STATE_SUCCEEDED", lines[-20:]
-    assert any(re.match(r"Packages (already )?installed on image tf-cpu.2-17.py310: Python 3.10", line) or
-               "no Python 3.10" in line for line in lines), lines
-    assert any("kerastwo: tensorflow 2.17.1, tf.keras 2.17.0" in line for line in lines), "\n".join(lines)
-
-
 def test_a_keras2_feature_column_trainer_runs_on_the_215_image(tmp_path):
-    done = _train(KERAS2, "--api", "legacy", "--python-module", "kerastwo.task", "--runtime-version", "2.15",
-                  "--job-dir", "job", cwd=tmp_path)
+    done = _train(KERAS2, "--python-module", "kerastwo.task", "--runtime-version", "2.15", "--",
+                  "--job-dir", str(tmp_path / "job"), cwd=tmp_path)
     assert "installed on image tf-cpu.2-15.py310" in done.stdout
     metrics = _metrics(tmp_path / "job")
     assert metrics["tensorflow_version"] == "2.15.1" and metrics["keras_version"].startswith("2.15.")

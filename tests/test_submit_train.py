@@ -24,8 +24,13 @@ def test_gpu_job_on_vertex_and_on_legacy_streams_logs_to_succeeded_with_artifact
     vertex = cloud.start("train", "--gpus", "2", "--tier", "CUSTOM", "--stream-logs", "--package-path", TRAINER,
                          "--", "--dry-run")
     vertex.wait_for("accepted")  # staged (after the pre-flight): the legacy job finds the package there
-    legacy = cloud.start("train", "--gpus", "2", "--tier", "CUSTOM", "--stream-logs", "--api", "legacy",
-                         "--job-dir", f"gs://{cloud.bucket}/legacy_out", "--package-path", TRAINER, "--", "--dry-run")
+    # a legacy job is checked on its own runtime (2.11, Python 3.7), which cannot take this Keras 3 trainer
+    legacy_args = ["train", "--gpus", "2", "--tier", "CUSTOM", "--stream-logs", "--api", "legacy", "--job-dir",
+                   f"gs://{cloud.bucket}/legacy_out", "--package-path", TRAINER]
+    refused = cloud.run(*legacy_args, "--", "--dry-run")
+    assert refused.code == 2 and refused.stderr.splitlines()[-1].startswith("error: requirement "), refused.stderr
+    assert "Python 3.7, which tf-gpu.2-11 runs" in refused.stderr
+    legacy = cloud.start(*legacy_args, "--skip-preflight", "--", "--dry-run")  # the emulator runs it all the same
     on_vertex, on_legacy = vertex.finish(), legacy.finish()
 
     assert on_vertex.code == 0, on_vertex.stderr[-3000:]
@@ -38,6 +43,7 @@ def test_gpu_job_on_vertex_and_on_legacy_streams_logs_to_succeeded_with_artifact
     assert on_legacy.code == 0, on_legacy.stderr[-3000:]
     assert "master-replica-0 | mlsubmit trainer dry run finished" in on_legacy.stdout
     assert "(already staged, 0 bytes sent)" in on_legacy.stderr  # one upload per content hash
+    assert "image: tf-gpu.2-11 (tensorflow 2.11, Python 3.7; legacy AI Platform's runtime)" in refused.stderr
     cloud.assert_artifacts(job_dir_of(on_legacy.stderr))
 
     (created,) = cloud.vertex_jobs()

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Callable, List, Optional
 import typer
 from typer.core import TyperCommand
 
+from mlsubmit.images import catalog as images_catalog
 from mlsubmit.jobspec import machines
 from mlsubmit._typer_fast import PlainCoercion
 from mlsubmit.errors import UsageError, invalid_value
@@ -59,8 +60,9 @@ SPEC_OPTIONS: dict[str, Any] = {
     "region": _option("--region", metavar="REGION", help=f"(default: {machines.DEFAULT_REGION}) One of "
                       f"{', '.join(machines.REGIONS)}."),
     "runtime_version": _option("--runtime-version", metavar="X.Y", help="TensorFlow runtime version "
-                               f"(default: legacy {machines.DEFAULT_RUNTIME_VERSION}, Vertex AI prebuilt "
-                               "tf-cpu/tf-gpu 2.17, tf-tpu 2.15)."),
+                               f"(default: legacy {machines.DEFAULT_RUNTIME_VERSION}; Vertex AI "
+                               f"{images_catalog.DEFAULT_TENSORFLOW} on the public tensorflow/tensorflow image, run as "
+                               "a custom container; a TPU pool needs --executor-image)."),
     "python_version": _option("--python-version", metavar="X.Y", help="Python of the runtime (legacy "
                               "pythonVersion; on Vertex AI it picks the image, e.g. 2.11 has 3.7 and 3.10)."),
     "executor_image": _option("--executor-image", "--executor-image-uri", metavar="URI", help="Vertex AI executor image (instead of "

@@ -75,8 +75,10 @@ def config(
     if fmt == "vertex":  # a retired image: refused when a flag named it, migrated (with a warning) from a file
         from mlsubmit.images import choose
 
+        # not from a file: the image is the flags' (or mlsubmit's default), refused as `train` refuses it
         spec, retired_notes = choose.migrated(spec, named_by_flag=bool(spec_flags.get("runtime_version")
-                                                              or spec_flags.get("executor_image")))
+                                                              or spec_flags.get("executor_image")
+                                                              or not spec_flags.get("config")))
         notes = notes + retired_notes
     tuning, tuning_notes = tuning_from_options(spec_flags.get("config"), hptune_config)
     spec, estimate = budgeted(spec, spec_flags, tuning)

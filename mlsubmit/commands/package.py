@@ -147,7 +147,7 @@ def package_command(
     extras = packaging.resolve_extras(extra_packages)
     plan = packaging.plan_sdist(package_path, setup_py, wanted)
     _warn_secrets(plan.excluded_secrets)
-    checked = None if skip_preflight else _check_on_image(plan, choice)
+    checked, warnings = _check_on_image(plan, choice)
     base = None
     if not skip_preflight and choice.image is not None:
         from mlsubmit.packaging.preflight import base_env
@@ -157,6 +157,8 @@ def package_command(
                                     stage_to=stage_to, retry=retry, show_progress=True, extras=extras, base=base)
     from mlsubmit.packaging.runtime_dist import package_runtime
 
+    for warning in warnings:  # once the package passed: a refusal stays one line
+        typer.secho(f"warning: {warning}", fg="yellow", err=True)
     _render(result, output, package_runtime(plan, dist_dir=dist_dir, stage_to=stage_to, retry=retry), choice,
             checked)
 
@@ -176,13 +178,15 @@ def _image(runtime_version, executor_image, python_version, api):
     return choose.choose(spec, api=api)
 
 
-def _check_on_image(plan, choice) -> str | None:
-    """The package's requirements and syntax against the image (mlsubmit.images.check), in words; None for an
-    image mlsubmit does not know (said)."""
+def _check_on_image(plan, choice) -> tuple[str | None, list[str]]:
+    """The package's requirements and syntax against the image (mlsubmit.images.check), in words (None for an
+    image mlsubmit does not know), and the warnings to show once the package passed. `--skip-preflight` skips the
+    install check only: this one is what the service's image would refuse.
+
+    Raises:
+        UsageError: a requirement the image cannot take, syntax its Python cannot parse."""
     if choice.image is None:
-        typer.secho(f"warning: mlsubmit does not know {choice.uri}: the package is not checked against its software",
-                    fg="yellow", err=True)
-        return None
+        return None, [f"mlsubmit does not know {choice.uri}: the package is not checked against its software"]
     import tempfile
 
     from mlsubmit.images.check import check, describe
@@ -193,9 +197,7 @@ def _check_on_image(plan, choice) -> str | None:
         sdist = write_sdist(plan, dist)
         result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, choice.image,
                        staged=(DISTRIBUTION,))
-    for warning in result.warnings:
-        typer.secho(f"warning: {warning}", fg="yellow", err=True)
-    return describe(result, choice.image)
+    return describe(result, choice.image), list(result.warnings)
 
 
 def register(app: typer.Typer) -> None:

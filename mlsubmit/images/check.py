@@ -42,6 +42,7 @@ from mlsubmit.images.envs import (_OFFLINE, constraints, foreign_python_args, im
 from mlsubmit.images.interpreters import find_python
 
 _CAUSES = "The conflict is caused by:"
+_UNAVAILABLE = re.compile(r"no matching distributions available for your environment:\s*(.+)")
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
 _OTHER_PYTHON = re.compile(r"Ignored the following versions that require a different python version: (.*)")
 _DEPENDS = re.compile(r"^(?P<pkg>\S+) (?P<ver>\S+) depends on (?P<dep>.+)$")
@@ -204,6 +205,14 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
             if "No module named pip" in said:
                 return None, [*warnings, "pip is not installed in mlsubmit's environment: the requirements were "
                                          f"not resolved against {image.name}"]
+            unavailable = _UNAVAILABLE.search(said)  # pip 23.1+: a requirement with no release for this Python
+            names = {_name(r): r for r in requirements}
+            for missing in (unavailable.group(1).split(",") if unavailable else ()):
+                if _name(missing) in names:
+                    raise UsageError(f"requirement {names[_name(missing)]} has no release for Python {image.python}, "
+                                     f"which {image.name} runs",
+                                     hint="require a release that supports that Python, or run on an image with a "
+                                          "newer Python")
             conflict = _conflict(said, requirements, image, carried)  # a real conflict, even with an index down
             if conflict:
                 raise UsageError(conflict, hint=f"change the requirement in setup.py (REQUIRED_PACKAGES) to one "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlsubmit.errors import did_you_mean, invalid_value
+from mlsubmit.images.catalog import LEGACY_DEFAULT_RUNTIME
 
 ROLES = ("chief", "worker", "ps", "evaluator")  # Vertex worker-pool order: pool 0, 1, 2, 3
 
@@ -90,7 +91,7 @@ DEFAULT_CPU_MACHINE = "n1-standard-4"  # the legacy `standard` machine's equival
 # (standard_gpu: n1-standard-8 + 1, complex_model_m_gpu: n1-standard-16 + 4, complex_model_l_gpu:
 # n1-standard-32 + 8), i.e. at least 4 vCPUs per GPU to keep the input pipeline ahead of the GPUs.
 DEFAULT_GPU_MACHINE = {1: "n1-standard-8", 2: "n1-standard-8", 4: "n1-standard-16", 8: "n1-standard-32"}
-DEFAULT_RUNTIME_VERSION = "2.11"  # the last runtime version legacy AI Platform Training offered
+DEFAULT_RUNTIME_VERSION = LEGACY_DEFAULT_RUNTIME  # the last runtime version legacy AI Platform Training offered
 TPU_MACHINE = "cloud-tpu"
 TPU_CORES = 8
 

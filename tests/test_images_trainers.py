@@ -1,0 +1,144 @@
+"""Trainers written by other people, for images that are gone, through `package`, `train --local`, the emulator
+(created with the real gcloud CLI from the config mlsubmit writes): each is checked and run on the image the one
+decision names (mlsubmit.images.choose), and says which.
+
+Heavy: the default image's environment (TensorFlow 2.21 + TensorBoard, built once in the session's images dir), and
+pip resolving against the package index for older images' Pythons.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest_plugins = ["support.training_emulator"]
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+TRAINERS = ROOT / "tests" / "fixtures" / "trainers"
+PREBUILT = "us-docker.pkg.dev/vertex-ai/training/"
+
+
+def _mlsubmit(*args: str, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlsubmit", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "NO_COLOR": "1", **env})
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    shutil.copytree(TRAINERS / name, tmp_path / name)
+    return tmp_path / name / "trainer"
+
+
+def test_a_vertex_trainer_with_the_tensorboard_callback_runs_unmodified_on_the_default_image(tmp_path, images_home):
+    """Written for a prebuilt TensorFlow image (which carried TensorBoard) and requiring `tensorflow`: on the public
+    TensorFlow 2.21 image, which carries no TensorBoard, it runs because mlsubmit adds it, and its requirement is met
+    by the image's own TensorFlow (no second one in the job's environment)."""
+    package = _copy("keras3_tensorboard", tmp_path)
+    done = _mlsubmit("train", "--local", "--package-path", str(package), "--job-dir", "out", cwd=tmp_path,
+                     MLSUBMIT_IMAGE_ENV="1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "image: tensorflow/tensorflow:2.21.0 (tensorflow 2.21, Python 3.11; a custom container that pip-installs " \
+           "tensorboard~=2.21.0 and the package)" in done.stdout, done.stdout
+    assert "note: tensorflow/tensorflow:2.21.0 + tensorboard~=2.21.0: TensorFlow 2.21 no longer installs TensorBoard" \
+        in done.stdout
+    found = re.search(r"keras3_tensorboard: tensorflow 2\.21\.0, keras 3\.\S+, tensorboard 2\.21\.\d+, (\d+) event "
+                      r"files", done.stdout)
+    assert found and int(found.group(1)) >= 1, done.stdout[-3000:]
+    metrics = json.loads(next((tmp_path / "out").rglob("metrics.json")).read_text())
+    assert metrics["tensorflow"] == "2.21.0" and metrics["events"] >= 1
+    # one TensorFlow: the job's venv holds the package, not a second TensorFlow
+    venv = Path(re.search(r"\(venv (/\S+)\)$", done.stdout, re.M).group(1))
+    assert venv.is_relative_to(images_home / "tensorflow_tensorflow_2.21.0" / "jobs")
+    own = next(venv.glob("lib/python*/site-packages"))
+    assert not (own / "tensorflow").exists() and not list(own.glob("tensorflow-*.dist-info"))
+    size = sum(path.stat().st_size for path in venv.rglob("*") if path.is_file())
+    assert size < 30 * 2 ** 20, f"the job's venv holds {size:,} bytes"
+    checked = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
+def test_the_config_mlsubmit_writes_runs_in_the_emulator_through_gcloud_on_the_same_image(gcs_emulator, tmp_path,
+                                                                                         monkeypatch):
+    from support.training_emulator import TrainingEmulator
+
+    package = _copy("keras3_tensorboard", tmp_path)
+    bucket = f"tb-{os.getpid()}"
+    gcs_emulator.create_bucket(bucket)
+    staged = _mlsubmit("package", "--package-path", str(package), "--skip-preflight", "--stage",
+                       f"gs://{bucket}/pkgs", "--output", "json", cwd=tmp_path,
+                       STORAGE_EMULATOR_HOST=gcs_emulator.endpoint)
+    assert staged.returncode == 0, staged.stderr
+    said = json.loads(staged.stdout)
+    assert said["image"]["uri"] == "tensorflow/tensorflow:2.21.0" and said["image"]["how"] == "container"
+    config = _mlsubmit("config", "--package-uris", said["uri"], "--job-dir", f"gs://{bucket}/out", "-o",
+                       str(tmp_path / "job.yaml"), cwd=tmp_path)
+    assert config.returncode == 0, config.stderr
+    pool = yaml.safe_load((tmp_path / "job.yaml").read_text())["workerPoolSpecs"][0]
+    assert pool["containerSpec"]["imageUri"] == "tensorflow/tensorflow:2.21.0"
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
+    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
+        env = {**os.environ, "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": emulator.endpoint + "/",
+               "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true", "CLOUDSDK_CORE_PROJECT": "p",
+               "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+        done = subprocess.run(["gcloud", "ai", "custom-jobs", "create", "--region", "us-central1", "--display-name",
+                               "tb", "--config", str(tmp_path / "job.yaml"), "--format=value(name)"],
+                              capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        name = done.stdout.strip()
+        job = emulator.wait(emulator.vertex_jobs().get(name=name).execute, timeout=500)
+        lines = [e["textPayload"] for e in emulator.log_lines(name.rsplit("/", 1)[-1], "p")]
+    assert job["state"] == "JOB_STATE_SUCCEEDED", lines[-20:]
+    assert any("tensorflow/tensorflow:2.21.0 + tensorboard~=2.21.0" in line for line in lines), lines
+    assert any(re.match(r"Packages (already )?installed on image tensorflow/tensorflow:2\.21\.0: Python 3\.11\.\d+, "
+                        r"tensorflow 2\.21\.0, .*tensorboard 2\.21", line) for line in lines), lines
+    assert any(re.search(r"keras3_tensorboard: tensorflow 2\.21\.0, .*tensorboard 2\.21", line) for line in lines)
+
+
+def test_package_checks_a_legacy_trainer_on_its_own_runtime_and_names_the_image(tmp_path):
+    package = _copy("census_tfkeras28", tmp_path)
+    # on the default image (Python 3.11, numpy 2): its pins cannot be installed, one line naming the image
+    default = _mlsubmit("package", "--package-path", str(package), "--skip-preflight", "--dist-dir", "dist",
+                        cwd=tmp_path)
+    assert default.returncode == 2 and default.stderr.count("\n") == 1, default.stderr
+    assert "numpy==1.21.6" in default.stderr and "tensorflow/tensorflow:2.21.0" in default.stderr
+    assert not (tmp_path / "dist").exists() or not list((tmp_path / "dist").iterdir())
+    # on legacy AI Platform's runtime 2.8 (Python 3.7), as its job would run
+    legacy = _mlsubmit("package", "--package-path", str(package), "--skip-preflight", "--api", "legacy",
+                       "--runtime-version", "2.8", "--dist-dir", "dist", cwd=tmp_path)
+    assert legacy.returncode == 0, legacy.stderr
+    assert "image     tf-cpu.2-8 (tensorflow 2.8, Python 3.7; legacy AI Platform's runtime)" in legacy.stdout
+    assert re.search(r"checked   image tf-cpu\.2-8 \(Python 3\.7\): resolved by pip with tensorflow-cpu 2\.8\.\d+",
+                     legacy.stdout), legacy.stdout
+    assert "no longer served" not in legacy.stdout + legacy.stderr  # the legacy service has no Vertex lifecycle
+
+
+def test_package_checks_a_pytorch_trainer_on_the_pytorch_image_it_names(tmp_path):
+    image = f"{PREBUILT}pytorch-gpu.2-4.py310:latest"
+    done = _mlsubmit("package", "--package-path", str(TRAINERS / "torch_pandas" / "trainer"), "--skip-preflight",
+                     "--executor-image", image, "--dist-dir", str(tmp_path / "dist"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"image     {image} (pytorch 2.4, Python 3.10; a Vertex AI prebuilt image (pythonPackageSpec))" \
+        in done.stdout
+    assert re.search(r"resolved by pip with torch 2\.4\.\d+", done.stdout), done.stdout
+    assert "No module named 'torch'" not in done.stderr
+
+
+@pytest.mark.parametrize("name, said", [
+    ("hypertune_in_model", "No module named 'hypertune' (imported by trainer/model.py, line 2)"),
+    ("multi_gpu_2018", "keras.utils.multi_gpu_model is not in tensorflow 2.21.0: TensorFlow 2.4 removed it; "
+                       "tf.distribute.MirroredStrategy replaces it (used by trainer/model.py, line 5)"),
+])
+def test_the_preflight_checks_every_module_of_the_package(tmp_path, name, said):
+    package = _copy(name, tmp_path)
+    done = _mlsubmit("package", "--package-path", str(package), "--dist-dir", "dist", cwd=tmp_path,
+                     MLSUBMIT_IMAGE_ENV="1")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert said in done.stderr, done.stderr
