@@ -109,7 +109,9 @@ def foreign_python_args(image: Image, scratch: str | Path) -> list[str]:
     directory ("Can not use any platform or abi specific options unless installing via '--target'"), so a
     `--target` under `scratch` is given; with `--dry-run` nothing is written there. `--target` implies
     `--ignore-installed`, which these look-ups want anyway (the image's packages, not this environment's)."""
-    return ["--target", str(Path(scratch) / "target"), "--ignore-installed", "--python-version", image.python,
+    # pip reads "3.7" as 3.7.0, which a `Requires-Python >=3.7.1` (pandas 1.3.5) rejects; the images ran a late
+    # patch release of their Python, so any patch release is what is asked for
+    return ["--target", str(Path(scratch) / "target"), "--ignore-installed", "--python-version", f"{image.python}.99",
             "--only-binary=:all:"]
 
 
