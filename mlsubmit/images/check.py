@@ -154,6 +154,14 @@ def _conflict(said: str, requirements: Sequence[str], image: Image, carried) -> 
     return f"{wanted}: {image.name} carries {pinned.get(package, package)}"
 
 
+def _has_release(requirement: str, image: Image, scratch: str) -> bool:
+    """Whether `requirement` alone has a release for the image's Python (pip says "no matching distributions" both
+    for that and for a conflict with the image's pins: only the first is about the Python)."""
+    done = _pip(["install", "--dry-run", "--no-deps", *foreign_python_args(image, Path(scratch, "alone")),
+                 "--timeout", "15", "--retries", "1", requirement])
+    return done.returncode == 0 or not (_NO_MATCH.search(done.stderr) or "from versions: none" in done.stderr)
+
+
 def _carried_by(requirement: str, carried) -> bool:
     """Whether the image's own distribution of that name satisfies the requirement (pip leaves it as it is)."""
     from packaging.requirements import Requirement
@@ -205,10 +213,10 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
             if "No module named pip" in said:
                 return None, [*warnings, "pip is not installed in mlsubmit's environment: the requirements were "
                                          f"not resolved against {image.name}"]
-            unavailable = _UNAVAILABLE.search(said)  # pip 23.1+: a requirement with no release for this Python
+            unavailable = _UNAVAILABLE.search(said)  # pip 23.1+: names what it found no fitting release of
             names = {_name(r): r for r in requirements}
             for missing in (unavailable.group(1).split(",") if unavailable else ()):
-                if _name(missing) in names:
+                if _name(missing) in names and not _has_release(names[_name(missing)], image, tmp):
                     raise UsageError(f"requirement {names[_name(missing)]} has no release for Python {image.python}, "
                                      f"which {image.name} runs",
                                      hint="require a release that supports that Python, or run on an image with a "
