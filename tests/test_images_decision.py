@@ -118,12 +118,25 @@ def test_legacy_pairs_the_service_never_offered_are_one_line(args, said):
     assert done.stderr.startswith(said), done.stderr
 
 
-def test_legacy_runtime_1x_files_still_convert_to_legacy():
+def test_legacy_runtime_1x_files_still_convert_to_legacy_and_move_to_a_served_image_on_vertex(tmp_path):
     done = _config("--format", "legacy", "--runtime-version", "1.15")
     assert done.exit_code == 0, done.stderr
     training = yaml.safe_load(done.stdout)["trainingInput"]
     assert (training["runtimeVersion"], training["pythonVersion"]) == ("1.15", "3.7")
     assert discovery.validate("ml.v1", "GoogleCloudMlV1__Job", yaml.safe_load(done.stdout)) == []
+    old = tmp_path / "gpu114.yaml"  # runtime 1.14 never had a Vertex AI image
+    old.write_text("trainingInput:\n  scaleTier: BASIC_GPU\n  runtimeVersion: '1.14'\n  pythonVersion: '3.5'\n"
+                   "  region: us-central1\n  pythonModule: trainer.task\n")
+    legacy = _config("--config", str(old), "--format", "legacy")
+    assert legacy.exit_code == 0, legacy.stderr
+    training = yaml.safe_load(legacy.stdout)["trainingInput"]
+    assert (training["runtimeVersion"], training["pythonVersion"]) == ("1.14", "3.5")
+    vertex = _config("--config", str(old))
+    assert vertex.exit_code == 0, vertex.stderr
+    assert yaml.safe_load(vertex.stdout)["workerPoolSpecs"][0]["containerSpec"]["imageUri"] == \
+        "tensorflow/tensorflow:2.21.0-gpu"
+    assert "warning: the file's runtime 1.14 has no Vertex AI image: written for tensorflow/tensorflow:2.21.0-gpu" \
+        in vertex.stderr and "warning: Python 3.5 cannot be kept" in vertex.stderr
 
 
 def test_a_non_prebuilt_executor_image_is_a_custom_container_that_installs_the_package():
@@ -231,3 +244,31 @@ def test_images_is_one_home_that_imports_nothing_of_mlsubmit_but_errors_and_home
     for gone in ("jobspec/images.py", "jobspec/image_check.py", "jobspec/carried.py", "local/image_env.py",
                  "local/interpreters.py"):
         assert not (root / gone).exists()
+
+
+def test_kubernetes_pods_run_the_chosen_image_and_install_what_it_adds():
+    from mlsubmit.kube.manifests import KubeJob, launcher_specs
+
+    job = KubeJob(name="tb", request_id="r1", packages=("gs://bkt/t.tar.gz",))
+    default = launcher_specs(JobSpec(), job)["chief"]
+    assert default["requirements"] == ["tensorboard~=2.21.0"]  # as the Vertex AI container's command installs it
+    own = launcher_specs(JobSpec(executor_image="gcr.io/my-proj/my-image:1"), job)["chief"]
+    assert "requirements" not in own
+
+
+def test_the_launcher_installs_the_requirements_before_the_packages(tmp_path):
+    """A stock venv on this machine: the requirement is installed (from what the node's pip sees) with the package."""
+    from mlsubmit.launcher import replica
+    from support.tiny_package import make_project
+
+    from mlsubmit.packaging import build_sdist
+
+    sdist = build_sdist(make_project(tmp_path / "proj"), dist_dir=tmp_path / "dist")
+    said = []
+    python = replica.installed_python([str(sdist.path)], str(tmp_path / "cache"), said.append,
+                                      ["tensorboard~=2.21.0"])
+    done = subprocess.run([python, "-c", "import tensorboard, tinypkg; print(tensorboard.__version__)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("2.21."), done.stderr
+    again = replica.installed_python([str(sdist.path)], str(tmp_path / "cache"), said.append, [])
+    assert again != python  # the requirements are part of what names the venv

@@ -392,9 +392,10 @@ def runtime_of(uri: str) -> tuple[str, str] | None:
     return image.version, image.python
 
 
-# legacy AI Platform Training's runtime versions (its "Runtime version list"; 2.12 only as a TPU runtime, kept for the
-# real TPU configs that name it with Python 3.8)
-LEGACY_RUNTIMES = ("1.15", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12")
+# legacy AI Platform Training's runtime versions (its "Runtime version list": 1.x up to 1.15, then 2.1-2.11; 2.12 only
+# as a TPU runtime, kept for the real TPU configs that name it with Python 3.8)
+LEGACY_RUNTIMES = (*(f"1.{minor}" for minor in range(16)), "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8",
+                   "2.9", "2.10", "2.11", "2.12")
 
 
 def legacy_pythons(runtime: str) -> tuple[str, ...]:

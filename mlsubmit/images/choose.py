@@ -133,8 +133,12 @@ def _legacy(spec: Any, kind: str) -> Choice:
     accelerator = kind if kind == "tpu" and runtime == "2.12" else "gpu" if kind == "gpu" else "cpu"
     images = [i for i in catalog.IMAGES if i.framework == "tensorflow" and not i.carrier and i.version == runtime
               and i.accelerator == accelerator]
-    if not images:  # e.g. 2.10: the runtime existed, no image of it does
-        catalog.tensorflow_image(runtime, accelerator)  # raises, naming the nearest version that has one
+    if not images:  # e.g. 1.14 or 2.10: the runtime existed, no image of it does
+        have = sorted({i.version for i in catalog.IMAGES if i.framework == "tensorflow" and not i.carrier
+                       and i.version in catalog.LEGACY_RUNTIMES and i.accelerator == accelerator}, key=catalog._key)
+        raise UsageError(f"invalid value for --runtime-version: received {runtime!r}; mlsubmit has no image of legacy "
+                         f"runtime {runtime} to check and run the job on here (it has {', '.join(have)})",
+                         hint=f"use --runtime-version {have[-1]}, or submit the legacy config as it is")
     image = next((i for i in images if i.python == python), max(images, key=lambda i: catalog._key(i.python)))
     return Choice(runtime, RUNTIME, image, "legacy", kind)
 
@@ -222,8 +226,17 @@ def migrated(spec: Any, *, named_by_flag: bool) -> tuple[Any, list[str]]:
     """
     try:
         choice = choose(spec)
-    except UsageError:  # no such image at all: the document says so where it is built
-        return spec, []
+    except UsageError:  # no such image: refused where the document is built, unless a legacy file's runtime
+        if named_by_flag or spec.runtime_version not in catalog.LEGACY_RUNTIMES or spec.executor_image is not None:
+            return spec, []
+        moved = spec.replace(runtime_version=None, python_version=None)
+        image = choose(moved).image
+        notes = [f"the file's runtime {spec.runtime_version} has no Vertex AI image: written for {image.uri} "
+                 f"({image.framework} {image.version}, Python {image.python}) instead"]
+        if spec.python_version and spec.python_version != image.python:
+            notes.append(f"Python {spec.python_version} cannot be kept: check the trainer on Python {image.python} "
+                         f"first (mlsubmit train --local --runtime-version {image.version})")
+        return moved, notes
     gone = refusal(choice)
     if gone is None:
         return spec, []

@@ -33,14 +33,18 @@ CASES: dict[str, list[str]] = {
     "tuning_basic_gpu": ["--tier", "BASIC_GPU", "--hptune-config", "{inputs}/hptuning_config.yaml"],
     "tuning_custom_4gpu": ["--tier", "CUSTOM", "--gpus", "4", "--hptune-config", "{inputs}/hptuning_config.yaml"],
 }
+# Vertex AI serves no TensorFlow TPU training image any more (tf-tpu.2-15.cp310 ended 2025-10-23): a TPU job on Vertex
+# AI names an image of the user's that carries TensorFlow for Cloud TPU VMs; legacy keeps its runtime version
+FORMAT_ARGS: dict[tuple[str, str], list[str]] = {
+    ("basic_tpu", "vertex"): ["--executor-image", "us-docker.pkg.dev/my-project/my-repo/tf-tpu:latest"]}
 FORMATS = ("vertex", "legacy")
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def command_line(name: str, fmt: str, inputs: str = "configs/inputs") -> list[str]:
     """The `mlsubmit config` arguments that produce configs/<name>.<fmt>.yaml (input files under `inputs`)."""
-    return [*(arg.format(inputs=inputs) for arg in CASES[name]), *(arg.format(name=name) for arg in COMMON),
-            "--format", fmt]
+    return [*(arg.format(inputs=inputs) for arg in CASES[name]), *FORMAT_ARGS.get((name, fmt), ()),
+            *(arg.format(name=name) for arg in COMMON), "--format", fmt]
 
 
 def render(name: str, fmt: str) -> str:

@@ -203,7 +203,10 @@ def build_spec(draft: SpecDraft, *, target: str = "cloud") -> JobSpec:
     labels = draft.labels or ()
     try:
         spec = _job_spec(draft, tier, pools, labels, target)
-        if "runtime_version" in draft.names and spec.container_image is None and spec.executor_image is None:
+        from mlsubmit.images.catalog import LEGACY_RUNTIMES
+
+        if "runtime_version" in draft.names and spec.container_image is None and spec.executor_image is None \
+                and spec.runtime_version not in LEGACY_RUNTIMES:  # a legacy runtime: legacy output keeps it
             from mlsubmit.jobspec.requests import vertex_job_spec
 
             vertex_job_spec(spec)  # a YAML runtime version without an image is refused here, named by its field

@@ -104,8 +104,12 @@ def _image(spec: Any) -> str:
     """The pods' image: the one mlsubmit.images.choose gives the job's first pool with a GPU (else the chief's)."""
     from mlsubmit.images import choose
 
-    roles = [role for role, pool in spec.pools.items() if pool.accelerator] or ["chief"]
-    return choose.choose(spec, roles[0]).uri
+    return choose.choose(spec, _image_role(spec)).uri
+
+
+def _image_role(spec: Any) -> str:
+    """The pool whose image every pod runs: the first with a GPU (a GPU image serves CPU pods too), else the chief."""
+    return next((role for role, pool in spec.pools.items() if pool.accelerator), "chief")
 
 
 def address_pattern(job: KubeJob) -> str:
@@ -118,7 +122,11 @@ def address_pattern(job: KubeJob) -> str:
 def launcher_specs(spec: Any, job: KubeJob) -> dict[str, dict[str, Any]]:
     """{role: the launcher spec its pods run} ($JOB_COMPLETION_INDEX gives the index)."""
     roles = [[role, pool.replica_count] for role, pool in spec.pools.items()]
+    from mlsubmit.images import choose
+
+    adds = [requirement for requirement, _ in choose.choose(spec, _image_role(spec)).adds]  # as the container's command
     base = {"job_id": job.name, "api": "vertex", "tier": spec.tier, "roles": roles, "module": spec.python_module,
+            **({"requirements": adds} if adds else {}),
             "args": list(spec.args), "job_dir": spec.job_dir, "packages": list(job.packages), "env": spec.env_dict,
             "address_pattern": address_pattern(job), **({"tf_config": "env"} if job.api == "tfjob" else {})}
     return {role: {**base, "role": role} for role, _ in roles}

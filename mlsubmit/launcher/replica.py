@@ -18,6 +18,7 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
     addresses    ["host:port", …] every replica's, in `roles` order; or
     address_pattern  "{job}-{role}-{index}.svc:2222" (fields: job, role, index, rank = place in roles order)
     job_dir, packages [local path | file:// | gs:// | /gcs/… | {"name": FILE, "data": BASE64}] installed in order,
+    requirements ["tensorboard~=2.21.0", …] what the job's image adds (mlsubmit.images), installed with the packages,
     module, args (passed EXACTLY),
     env {NAME: value} (the job's own variables, set last), coordinator (default true: JAX/Keras/torch variables)
     control      "host:port" of the submitting side: lines go there as JSON, it may send {"chief_done": true} or
@@ -313,13 +314,17 @@ def _create_venv(path):
     return python
 
 
-def installed_python(packages, cache_dir, say):
-    """The python of a venv holding `packages` (installed in order, with their requirements, as the cloud does),
-    kept under `cache_dir` by their sha256 and built once per node (a lock; built aside, renamed into place).
-    Raises RuntimeError with pip's last lines when they do not install."""
+def installed_python(packages, cache_dir, say, requirements=()):
+    """The python of a venv holding `requirements` (what the job's image adds) and `packages` (installed in order,
+    with their requirements, as the cloud does), kept under `cache_dir` by their sha256 and built once per node (a
+    lock; built aside, renamed into place). Raises RuntimeError with pip's last lines when they do not install."""
     import fcntl
+    import hashlib
 
-    key = venv_key([sha256_of(p) for p in packages])
+    digests = [sha256_of(p) for p in packages]
+    if requirements:
+        digests.append(hashlib.sha256("\n".join(requirements).encode()).hexdigest())
+    key = venv_key(digests)
     os.makedirs(cache_dir, exist_ok=True)
     final = os.path.join(cache_dir, key)
     python = os.path.join(final, "bin", "python")
@@ -333,7 +338,7 @@ def installed_python(packages, cache_dir, say):
             built = _create_venv(building)
             no_isolation = ["--no-build-isolation"] if _has_setuptools(built) else []
             cmd = [built, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *no_isolation,
-                   *packages]
+                   *requirements, *packages]
             env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
             done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=building)
             if done.returncode != 0:
@@ -551,7 +556,8 @@ def run_replica(spec, out=None, environ=None):
         python = spec.get("python") or sys.executable
         if packages:
             try:
-                python = installed_python(packages, spec.get("cache_dir") or default_cache_dir(environ), replica.say)
+                python = installed_python(packages, spec.get("cache_dir") or default_cache_dir(environ), replica.say,
+                                          [str(r) for r in spec.get("requirements") or ()])
             except RuntimeError as err:
                 replica.say(str(err), error=True)
                 return _finish(replica, INSTALL_FAILED)
