@@ -190,3 +190,23 @@ def test_the_28_image_environment_gets_a_numpy_1_and_imports_tensorflow(images_h
     assert done.returncode == 0, done.stderr[-2000:]
     tensorflow, numpy = done.stdout.split()
     assert tensorflow.startswith("2.8.") and numpy.startswith("1.") and int(numpy.split(".")[1]) < 24
+
+
+def test_the_legacy_115_runtime_environment_imports_tensorflow_and_says_its_versions(images_home):
+    """TensorFlow 1.15 declares protobuf>=3.6.1 unbounded; protobuf 4 breaks its `import tensorflow` (a gcloud legacy
+    1.15 job died there before the trainer's code). The table caps it; the environment runs the image's Python 3.7."""
+    from mlsubmit.images import choose
+    from mlsubmit.images.envs import image_python, versions_line
+    from mlsubmit.jobspec.spec import JobSpec
+
+    image = choose.job_image(JobSpec(runtime_version="1.15"), api="legacy")
+    assert image.name == "tf-cpu.1-15" and image.python == "3.7"
+    python, _ = image_python(image)
+    done = subprocess.run([str(python), "-I", "-c", "import sys, tensorflow as tf, google.protobuf as pb; "
+                           "print(tf.__version__, pb.__version__, sys.version_info[1])"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tensorflow, protobuf, minor = done.stdout.split()
+    assert tensorflow == "1.15.0" and protobuf.startswith("3.") and minor == "7"
+    assert re.match(r"tf-cpu\.1-15: Python 3\.7\.\d+, tensorflow-cpu 1\.15\.0|tf-cpu\.1-15: Python 3\.7\.\d+, "
+                    r"tensorflow 1\.15\.0", versions_line(image, python))
