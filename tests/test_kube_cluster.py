@@ -135,6 +135,9 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
             out.append(line)
             if line.startswith("[chief-0]") and "role chief 0" in line:
                 break
+        deadline = time.monotonic() + 20  # under load a replica's module may start a moment after the chief's line
+        while len(job_processes("cancel-job")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert len(job_processes("cancel-job")) >= 3, "".join(out)
         cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "cancel_job", "--api", "kubernetes")
         assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr

@@ -211,7 +211,7 @@ class Executor:
                 return self._interrupted(name, run)
             from mlsubmit.emulator.image_prepare import image_python, without_backend_requirements
             packages = without_backend_requirements(packages, say)
-            python = image_python(plan.spec, packages, say) or prepare.venv_python(packages, say)
+            python = image_python(plan.spec, packages, say, api=plan.api) or prepare.venv_python(packages, say)
         except prepare.PrepareError as err:
             if run.cancelled.is_set():  # its install was stopped because the job was cancelled
                 return self._interrupted(name, run)

@@ -16,8 +16,9 @@ from mlsubmit.emulator.prepare import PrepareError
 from mlsubmit.errors import MlsubmitError
 
 
-def image_python(spec, packages: list[Path], say) -> Path | None:
-    """The python of a venv holding `packages` on the job's image environment, or None. Raises PrepareError."""
+def image_python(spec, packages: list[Path], say, *, api: str = "vertex") -> Path | None:
+    """The python of a venv holding `packages` on the job's image environment (mlsubmit.images.choose: a legacy job's
+    on its runtime), or None. Raises PrepareError."""
     from mlsubmit.images import envs as image_env
 
     backend = spec.env_dict.get("KERAS_BACKEND", "tensorflow")
@@ -26,7 +27,7 @@ def image_python(spec, packages: list[Path], say) -> Path | None:
             "its TensorFlow only)")
         return None
     try:
-        image = image_env.runnable_image(spec, say)
+        image = image_env.runnable_image(spec, say, api=api)
         if image is None:
             return None
         python, reused = image_env.job_python(image, packages, say)
