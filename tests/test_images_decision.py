@@ -272,3 +272,19 @@ def test_the_launcher_installs_the_requirements_before_the_packages(tmp_path):
     assert done.returncode == 0 and done.stdout.startswith("2.21."), done.stderr
     again = replica.installed_python([str(sdist.path)], str(tmp_path / "cache"), said.append, [])
     assert again != python  # the requirements are part of what names the venv
+
+
+def test_a_dry_run_says_each_pools_image_and_refuses_what_the_submission_would(tmp_path):
+    from support.tiny_package import make_project
+
+    package = make_project(tmp_path / "proj")
+    flags = ["train", "--dry-run", "--project", "p", "--region", "us-central1", "--staging-bucket", "gs://bkt",
+             "--package-path", str(package), "--python-module", "tinypkg.task"]
+    shown = CliRunner().invoke(app, [*flags, "--tier", "CUSTOM", "--gpus", "1", "--ps", "1"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "image (chief): tensorflow/tensorflow:2.21.0-gpu (tensorflow 2.21, Python 3.11; a custom container that " \
+           "pip-installs tensorboard~=2.21.0 and the package)" in shown.stdout
+    assert "image (ps): tensorflow/tensorflow:2.21.0 (" in shown.stdout
+    refused = CliRunner().invoke(app, [*flags, "--runtime-version", "2.17"])
+    assert refused.exit_code == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1, refused.stderr
+    assert refused.stderr.startswith("error: tf-cpu.2-17.py310 is no longer served by Vertex AI")

@@ -210,7 +210,11 @@ def test_train_dry_run_shows_the_tuning_job_it_would_create_on_either_api(tmp_pa
     path.write_text(CUSTOM_GPU_TUNING)
     flags = ["train", "--config", str(path), "--dry-run", "--project", "p", "--staging-bucket", "gs://hp-bucket",
              "--job-name", "hp_job"]
-    vertex = CliRunner().invoke(app, flags)
+    # the file's runtime 2.11 image is retired: a dry run refuses it as the submission would, in one line
+    retired = CliRunner().invoke(app, flags)
+    assert retired.exit_code == 2 and retired.stdout == "", retired.stderr
+    assert retired.stderr.splitlines()[-1].startswith("error: tf-gpu.2-11 is no longer served by Vertex AI")
+    vertex = CliRunner().invoke(app, [*flags, "--runtime-version", "2.21", "--python-version", "3.11"])
     assert vertex.exit_code == 0, vertex.stderr
     assert vertex.stdout.startswith("POST https://europe-west4-aiplatform.googleapis.com/v1/projects/p/locations/"
                                     "europe-west4/hyperparameterTuningJobs\n")

@@ -135,6 +135,9 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
         say_estimate()
         return submit_backends(submission, backends, cloud_flags, mode=mode, render_dry_run=_render_dry_run)
     if cloud_flags.get("dry_run"):
+        from mlsubmit.images import choose
+
+        choose.served(submission.spec, _say, api=api)  # an image the service would refuse: one line, as a submission
         say_estimate()
         _render_dry_run(submission)
         return
@@ -211,6 +214,10 @@ def _render_dry_run(submission: Any, jobs: tuple[Any, ...] = ()) -> None:
         typer.echo(f"backend package {dry.plan.filename}: {dry.size:,} bytes, sha256 {dry.sha256}, requires "
                    f"{', '.join(dry.plan.metadata.requires)}\n  stages to {dry.uri} (skipped if it is there already)")
     typer.echo(f"\nprogram: python -m {spec.python_module}{''.join(' ' + a for a in spec.args)}")
+    from mlsubmit.images import choose
+
+    for role, choice in choose.pools(spec, api=submission.api).items():
+        typer.echo(f"image ({role}): {choice.describe()}")
     settings = submission.settings
     where = [f"{name.replace('_', ' ')} {getattr(settings, name)} ({settings.sources[name]})"
              for name in ("project", "region", "staging_bucket", "endpoint") if getattr(settings, name)]

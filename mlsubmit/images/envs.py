@@ -135,8 +135,10 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
         UsageError: the index could not be asked (offline), or has no such release.
     """
     saved = _home(image) / "packages.json"
-    if saved.exists():
-        return tuple(Carried(d["name"], d["version"], tuple(d["requires"])) for d in json.loads(saved.read_text()))
+    tensorflow = {"tensorflow-cpu": tensorflow_package(image), "tensorflow": tensorflow_package(image)}
+    if saved.exists():  # (kept by an earlier mlsubmit under the other TensorFlow name: the same requirements)
+        return tuple(Carried(tensorflow.get(d["name"], d["name"]), d["version"], tuple(d["requires"]))
+                     for d in json.loads(saved.read_text()))
     with tempfile.TemporaryDirectory(prefix="mlsubmit-image-") as tmp:
         report = Path(tmp, "report.json")
         done = _pip(sys.executable, ["install", "--dry-run", "--no-deps", *foreign_python_args(image, tmp),
