@@ -20,7 +20,7 @@ from mlsubmit.images import carried, catalog, choose
 from mlsubmit.jobspec import discovery, requests
 from mlsubmit.jobspec.spec import JobSpec, Pool
 
-pytest_plugins = ["support.submit_cli"]
+pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 PREBUILT = "us-docker.pkg.dev/vertex-ai/training/"
 GPU = Pool("chief", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 1)
 

@@ -238,9 +238,13 @@ _NO_DATE = ("no end of availability found in the stored copies of Google's table
             "served")
 
 
-def _key(version: str) -> tuple[int, int]:
+def version_key(version: str) -> tuple[int, int]:
+    """"2.11" -> (2, 11), for ordering versions. Raises ValueError for anything else."""
     major, _, minor = version.partition(".")
     return int(major), int(minor or 0)
+
+
+_key = version_key
 
 
 def _with_lifecycle(image: Image) -> Image:

@@ -135,11 +135,11 @@ def _legacy(spec: Any, kind: str) -> Choice:
               and i.accelerator == accelerator]
     if not images:  # e.g. 1.14 or 2.10: the runtime existed, no image of it does
         have = sorted({i.version for i in catalog.IMAGES if i.framework == "tensorflow" and not i.carrier
-                       and i.version in catalog.LEGACY_RUNTIMES and i.accelerator == accelerator}, key=catalog._key)
+                       and i.version in catalog.LEGACY_RUNTIMES and i.accelerator == accelerator}, key=catalog.version_key)
         raise UsageError(f"invalid value for --runtime-version: received {runtime!r}; mlsubmit has no image of legacy "
                          f"runtime {runtime} to check and run the job on here (it has {', '.join(have)})",
                          hint=f"use --runtime-version {have[-1]}, or submit the legacy config as it is")
-    image = next((i for i in images if i.python == python), max(images, key=lambda i: catalog._key(i.python)))
+    image = next((i for i in images if i.python == python), max(images, key=lambda i: catalog.version_key(i.python)))
     return Choice(runtime, RUNTIME, image, "legacy", kind)
 
 
