@@ -79,15 +79,14 @@ def parse(container: dict[str, Any]) -> dict[str, Any] | None:
     parts = [part.strip() for part in str(command[2]).split(";")]
     if not parts or parts[0] != "set -e":
         return None
-    uris, adds = [], []
+    uris = []
     for index, part in enumerate(parts[1:-1]):
         found = _STEP.fullmatch(part) or _ADDS.fullmatch(part)
         if not found:
             return None
         path = shlex.split(found.group("path"))
         if index == 0 and path and not any(p.startswith(MOUNT) or p.startswith("-") for p in path):
-            adds = path  # requirements the image lacks (catalog.Image.adds), installed before the packages
-            continue
+            continue  # requirements the image lacks (catalog.Image.adds, read by `added`), installed first
         if len(path) != 1 or not path[0].startswith(MOUNT):
             return None
         uris.append(unmounted(path[0]))
