@@ -187,16 +187,13 @@ def _check_on_image(plan, choice) -> tuple[str | None, list[str]]:
         UsageError: a requirement the image cannot take, syntax its Python cannot parse."""
     if choice.image is None:
         return None, [f"mlsubmit does not know {choice.uri}: the package is not checked against its software"]
-    import tempfile
-
     from mlsubmit.images.check import check, describe
     from mlsubmit.packaging.runtime_dist import DISTRIBUTION
-    from mlsubmit.packaging.sdist import write_sdist
+    from mlsubmit.packaging.sdist import archive_digest
 
-    with tempfile.TemporaryDirectory(prefix="mlsubmit-sdist-") as dist:
-        sdist = write_sdist(plan, dist)
-        result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, choice.image,
-                       staged=(DISTRIBUTION,))
+    sha256, _ = archive_digest(plan)  # computed in memory: the archive is written once, by package_plan
+    result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sha256, choice.image,
+                   staged=(DISTRIBUTION,))
     return describe(result, choice.image), list(result.warnings)
 
 

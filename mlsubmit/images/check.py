@@ -154,6 +154,14 @@ def _conflict(said: str, requirements: Sequence[str], image: Image, carried) -> 
     return f"{wanted}: {image.name} carries {pinned.get(package, package)}"
 
 
+def _no_release(requirement: str, image: Image, said: str = "", *,
+                hint: str = "require a release that supports that Python, or run on an image with a newer Python"
+                ) -> UsageError:
+    """The one line for a requirement that has no release for the image's Python."""
+    return UsageError(f"requirement {requirement} has no release for Python {image.python}, which {image.name} runs"
+                      f"{said}", hint=hint)
+
+
 def _has_release(requirement: str, image: Image, scratch: str) -> bool:
     """Whether `requirement` alone has a release for the image's Python (pip says "no matching distributions" both
     for that and for a conflict with the image's pins: only the first is about the Python)."""
@@ -217,10 +225,7 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
             names = {_name(r): r for r in requirements}
             for missing in (unavailable.group(1).split(",") if unavailable else ()):
                 if _name(missing) in names and not _has_release(names[_name(missing)], image, tmp):
-                    raise UsageError(f"requirement {names[_name(missing)]} has no release for Python {image.python}, "
-                                     f"which {image.name} runs",
-                                     hint="require a release that supports that Python, or run on an image with a "
-                                          "newer Python")
+                    raise _no_release(names[_name(missing)], image)
             conflict = _conflict(said, requirements, image, carried)  # a real conflict, even with an index down
             if conflict:
                 raise UsageError(conflict, hint=f"change the requirement in setup.py (REQUIRED_PACKAGES) to one "
@@ -231,11 +236,9 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
                                          "packages; syntax was checked"]
             missing = _NO_MATCH.search(said)
             other_python = _OTHER_PYTHON.search(said)
-            names = {_name(r): r for r in requirements}
             if missing and other_python and _name(missing.group(1)) in names:
-                raise UsageError(f"requirement {missing.group(1)} has no release for Python {image.python}, which "
-                                 f"{image.name} runs (pip ignored: {other_python.group(1)[:160]})",
-                                 hint="require a release that supports that Python")
+                raise _no_release(missing.group(1), image, f" (pip ignored: {other_python.group(1)[:160]})",
+                                  hint="require a release that supports that Python")
             if missing and _name(missing.group(1)) in names:
                 dropped = names[_name(missing.group(1))]
                 warnings.append(f"{dropped} has no wheel for Python {image.python} on the index (an sdist only, or "
@@ -289,19 +292,17 @@ def describe(result: ImageCheck, image: Image) -> str:
 
 def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None, *, api: str = "vertex",
                staged: Iterable[str] = ()) -> ImageCheck | None:
-    """The pre-upload hook: every pool's image as Vertex AI (or ml.v1) would take it (mlsubmit.images.choose), then
-    the planned package (mlsubmit.packaging.DryRun) against the job's image.
+    """The pre-upload hook: the planned package (mlsubmit.packaging.DryRun) against the job's image (the refusal of
+    an image the service would not run, mlsubmit.images.choose.served, comes first, from the caller).
 
     Does nothing more for the user's own container or an image the table does not know (said). Warnings and the
     result go to `say`.
 
     Raises:
-        UsageError: an image the service would refuse, a requirement the image cannot take, syntax its Python
-            cannot parse.
+        UsageError: a requirement the image cannot take, syntax its Python cannot parse.
     """
     from mlsubmit.images import choose
 
-    choose.served(spec, say, api=api)
     chief = choose.choose(spec, api=api)
     say(f"image: {chief.describe()}")
     for note in choose.python_notes(spec, api=api):

@@ -171,12 +171,11 @@ def vertex_pools(spec: JobSpec) -> tuple[dict[str, tuple[str, str | None, int, i
             carried = f" + {count} {accelerator}" if accelerator else ""
             notes.append(f"{role}: {was} becomes {name}{carried} on Vertex AI{why}")
         pools[role] = (name, accelerator, count, pool.replica_count)
-    tpu = pools.get("worker")
-    if tpu and machines.MACHINES[tpu[0]].family == "tpu":
+    roles = choose.vertex_roles(spec)  # the one place that says which pool becomes pool 0
+    if roles.get("chief") != "chief":
         notes.append(f"chief: Vertex AI runs the program on the TPU VM (pool 0); the legacy master "
                      f"{pools['chief'][0]} is dropped")
-        pools["chief"] = pools.pop("worker")
-    return pools, notes
+    return {role: pools[source] for role, source in roles.items()}, notes
 
 
 def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
