@@ -32,7 +32,7 @@ YAML_FILES = {
 LONG = "j" * 129
 ALL_ACCELERATORS = ("NVIDIA_TESLA_K80, NVIDIA_TESLA_P4, NVIDIA_TESLA_P100, NVIDIA_TESLA_V100, NVIDIA_TESLA_T4, "
                     "NVIDIA_TESLA_A100, NVIDIA_A100_80GB, NVIDIA_L4, NVIDIA_H100_80GB, NVIDIA_H100_MEGA_80GB, "
-                    "TPU_V2, TPU_V3")
+                    "NVIDIA_H200_141GB, NVIDIA_B200, NVIDIA_RTX_PRO_6000, TPU_V2, TPU_V3, TPU_V5_LITEPOD")
 REGIONS = ("asia-east1, asia-northeast1, asia-southeast1, europe-west1, europe-west4, us-central1, us-east1, "
            "us-east4, us-west1, us-west4")
 
@@ -61,7 +61,7 @@ CASES = [
      "did you mean 'NVIDIA_TESLA_T4'?"),
     ("--machine-type n1-standrd-4",
      "invalid value for --machine-type: received 'n1-standrd-4'; expected a machine type from `mlsubmit config "
-     "--help` (n1-*, a2-*, a3-*, g2-*, cloud-tpu or a legacy type such as complex_model_m_gpu); "
+     "--help` (n1-*, a2-*, a3-*, a4-*, g2-*, g4-*, cloud-tpu, ct5lp-* or a legacy type such as complex_model_m_gpu); "
      "did you mean 'n1-standard-4'?"),
     # legacy machine types: never an acceleratorConfig, never mixed
     ("--machine-type complex_model_m_gpu --gpus 4",

@@ -104,7 +104,7 @@ def test_tpu_becomes_pool_0_on_vertex():
     assert document["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "cloud-tpu", "acceleratorType": "TPU_V2",
                                                              "acceleratorCount": 8}
     assert len(document["workerPoolSpecs"]) == 1
-    assert notes == ["chief: Vertex AI runs the program on the TPU VM (pool 0); the legacy master n1-standard-4 "
+    assert notes == ["chief: Vertex AI runs the program on the TPU VM (pool 0); the chief's n1-standard-4 "
                      "is dropped"]
     assert document["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
         "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
@@ -174,8 +174,9 @@ def _table_specs():
     for machine in machines.MACHINES.values():
         if machine.family == "tpu":
             for accelerator in machine.accelerators:
-                yield f"tpu-{accelerator}", SpecDraft(worker=RoleDraft(count=1, machine_type=machine.name,
-                                                                       accelerator_type=accelerator))
+                yield f"tpu-{machine.name}-{accelerator}", SpecDraft(
+                    worker=RoleDraft(count=1, machine_type=machine.name, accelerator_type=accelerator),
+                    region=machines.ACCELERATORS[accelerator].regions[0])
             continue
         if machine.is_legacy or not machine.accelerators:
             yield machine.name, SpecDraft(chief=RoleDraft(machine_type=machine.name), worker=RoleDraft(count=2))

@@ -1,6 +1,7 @@
-"""The price table and the cost of jobs (#24): every combination the machine table knows has a price or an explicit
-unknown; rates, maxima and budget time limits of a few jobs computed by hand from the table's prices; --max-cost and
---spot through the real CLI (one line, exit 2 for what cannot be done; the estimate on stderr, the YAML on stdout)."""
+"""The price table and the cost of jobs (#24): every combination the machine table knows has a price (stated, or
+derived by the 1.15 rule) or an unknown with its reason; rates, maxima and budget time limits of a few jobs computed
+by hand from the table's prices; --max-cost and --spot through the real CLI (one line, exit 2 for what cannot be
+done; the estimate on stderr, the YAML on stdout)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_every_machine_accelerator_and_region_has_a_price_or_says_unknown(catalo
                for row in covered.values())
 
 
-def test_the_table_holds_what_its_sources_say_and_nothing_derived():
+def test_the_table_holds_what_its_sources_say_and_the_rest_is_derived_only_by_the_rule():
     assert prices.price("vertex", "machine", "n1-standard-4", "us-central1").usd == N1_4_VERTEX
     assert prices.price("vertex", "accelerator", machines.H100, "us-central1").usd == 9.79655057
     assert prices.price("vertex", "machine", "n1-standard-4", "us-east1") is None  # not scaled from us-central1
@@ -63,8 +64,13 @@ def test_the_table_holds_what_its_sources_say_and_nothing_derived():
     assert prices.price("compute", "accelerator", machines.T4, "us-central1", spot=True).usd == 0.175
     legacy = prices.hourly("standard", None, 0, "us-central1")  # legacy `standard` is priced as n1-standard-4
     assert legacy.usd == N1_4_VERTEX
-    assert prices.hourly("complex_model_m_gpu", None, 0, "us-central1").missing == ("n1-standard-16", "4 x "
-                                                                                     "NVIDIA_TESLA_K80")
+    legacy_gpu = prices.hourly("complex_model_m_gpu", None, 0, "us-central1")  # n1-standard-16 + 4 x K80
+    assert legacy_gpu.missing == ("4 x NVIDIA_TESLA_K80",)  # the machine is derived, the retired K80 has no base
+    assert "no K80 rows" in legacy_gpu.reasons["4 x NVIDIA_TESLA_K80"]
+    # what the table lacks is derived for Vertex AI (n1 machines and their GPUs), never scaled or guessed
+    assert prices.quote("vertex", "machine", "n1-standard-4", "us-east1").usd == 0.2185  # 1.15 x the $0.19 row
+    assert prices.quote("vertex", "machine", "n1-standard-8", "us-central1").usd == 0.437  # 1.15 x $0.38, not 2 x
+    assert not prices.quote("vertex", "machine", "n1-standard-4", "us-central1", spot=True).known  # on demand only
 
 
 def test_compute_engine_gpu_nodes_by_hand_from_skypilots_rows():
@@ -82,7 +88,8 @@ def test_compute_engine_gpu_nodes_by_hand_from_skypilots_rows():
     g2 = prices.hourly("g2-standard-8", machines.L4, 1, "us-central1", catalog="compute")
     assert g2.usd == pytest.approx(0.29358 + 0.56004)  # the g2 VM row + one L4 row
     a3 = prices.hourly("a3-highgpu-8g", machines.H100, 8, "us-central1", catalog="compute")
-    assert a3.missing == ("a3-highgpu-8g", "8 x NVIDIA_H100_80GB")  # neither taken from the catalog (yet)
+    assert a3.parts[0] == ("a3-highgpu-8g", 9.46006)  # the VM row, read 2026-11-28
+    assert a3.missing == ("8 x NVIDIA_H100_80GB",) and "$4.20076 in us-central1" in a3.reasons["8 x NVIDIA_H100_80GB"]
 
 
 # -- rates, maxima and budgets, by hand ----------------------------------------------------------------------------
@@ -99,7 +106,8 @@ def test_rates_and_maxima_of_a_few_jobs_by_hand():
     assert cost.job_rate(standard).usd == pytest.approx(1.7479908)  # 8 x 0.21849885
 
     gpus = JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-16", 1, machines.T4, 4))
-    assert cost.job_rate(gpus).usd is None  # Vertex AI: no price for n1-standard-16 or the T4 in the table
+    assert cost.job_rate(gpus).usd == pytest.approx(1.15 * (0.76 + 4 * 0.35))  # 2.484, derived (Vertex AI)
+    assert cost.job_rate(gpus).derived and not cost.job_rate(gpus, catalog="compute").derived
     on_gke = cost.job_rate(gpus, catalog="compute")
     assert on_gke.usd == pytest.approx(0.76 + 4 * 0.35)  # 2.16: n1-standard-16 $0.76 + 4 T4 x $0.35
     assert cost.job_rate(gpus.replace(spot=True), catalog="compute").usd == pytest.approx(0.20892 + 4 * 0.175)
@@ -124,8 +132,13 @@ def test_a_budget_sets_the_time_limit_rounded_down_and_the_smaller_limit_wins():
 
     with pytest.raises(UsageError, match=r"billed at least 60 s, \$0\.0036"):  # 60 x 0.21849885 / 3600 = 0.00364
         cost.apply_budget(JobSpec(tier="BASIC"), 0.003)
-    with pytest.raises(UsageError, match="no price is known for n1-standard-16, 4 x NVIDIA_TESLA_T4"):
-        cost.apply_budget(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-16", 1, machines.T4, 4)), 50)
+    with pytest.raises(UsageError, match=r"no price is known for n1-standard-16 \(spot\), 4 x NVIDIA_TESLA_T4 "
+                                         r"\(spot\): no source gives Vertex AI spot prices"):
+        cost.apply_budget(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-16", 1, machines.T4, 4), spot=True),
+                          50)
+    derived, budget = cost.apply_budget(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-16", 1, machines.T4,
+                                                                          4)), 50)
+    assert derived.max_runtime_seconds == 72463 == math.floor(50 * 3600 / 2.484) and budget.derived  # 72463.76… s
 
 
 @pytest.mark.parametrize("value", ["12.50", "7.5", "0.01", "$3"])
@@ -197,10 +210,11 @@ def test_config_with_a_budget_writes_the_time_limit_and_says_the_estimate_on_std
 @pytest.mark.parametrize("args, message", [
     (["config", "--tier", "BASIC", "--max-cost", "-3"], "invalid value for --max-cost: received '-3'"),
     (["config", "--tier", "BASIC", "--max-cost", "0.003"], "is billed at least 60 s, $0.0036"),
-    (["config", "--tier", "CUSTOM", "--gpus", "4", "--max-cost", "20"], "no price is known for n1-standard-16"),
+    (["config", "--tier", "BASIC", "--spot", "--max-cost", "20"], "no price is known for n1-standard-4 (spot): "
+                                                                   "no source gives Vertex AI spot prices"),
     (["config", "--tier", "BASIC", "--spot", "--format", "legacy"], "invalid option for legacy AI Platform: --spot"),
     (["train", "--tier", "BASIC", "--spot", "--api", "legacy", "--dry-run", "--project", "p",
-      "--region", "us-central1"],
+      "--region", "us-central1", "--staging-bucket", "gs://my-bucket"],
      "invalid option for legacy AI Platform: --spot"),
     (["train", "--local", "--spot"], "invalid option with --local: --spot"),
 ])

@@ -34,6 +34,7 @@ _GCLOUD = {"project": (("core", "project"),), "region": (("ai", "region"), ("ai_
                                                           ("compute", "region"))}
 _FLAGS = {"project": "--project", "region": "--region", "staging_bucket": "--staging-bucket",
           "endpoint": "--endpoint"}
+_PLACEHOLDER = {"project": "PROJECT", "region": "REGION", "staging_bucket": "gs://BUCKET"}
 _HOW = {"project": "pass --project PROJECT, or export MLSUBMIT_PROJECT=PROJECT, or run "
                    "`gcloud config set project PROJECT`",
         "region": "pass --region REGION (e.g. us-central1), or export MLSUBMIT_REGION=REGION, or run "
@@ -55,10 +56,16 @@ class Settings:
     sources: dict[str, str] = field(default_factory=dict)
 
     def require(self, *names: str) -> "Settings":
-        """Raise UsageError for the first of `names` that is not set."""
-        for name in names:
-            if not getattr(self, name):
-                raise UsageError(f"no {name.replace('_', ' ')} set for the cloud job", hint=_HOW[name])
+        """Raise one UsageError naming every one of `names` that is not set (a user learns all in one run)."""
+        missing = [name for name in names if not getattr(self, name)]
+        if len(missing) == 1:
+            raise UsageError(f"no {missing[0].replace('_', ' ')} set for the cloud job", hint=_HOW[missing[0]])
+        if missing:
+            words = [name.replace("_", " ") for name in missing]
+            flags = ", ".join(f"{_FLAGS[name]} {_PLACEHOLDER[name]}" for name in missing)
+            variables = ", ".join(f"{_ENV[name][0]}={_PLACEHOLDER[name]}" for name in missing)
+            raise UsageError(f"no {', '.join(words[:-1])} or {words[-1]} set for the cloud job",
+                             hint=f"pass {flags}, or export {variables}")
         return self
 
     def from_flag(self, name: str) -> bool:

@@ -85,9 +85,11 @@ def request_id_of(body: dict[str, Any], *, api: str, parent: str, package_sha256
 
 def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | Path = "trainer",
             setup_py: str | Path | None = None, requirements: tuple[str, ...] = (),
-            extras: tuple[Any, ...] = (), request_key: str | None = None) -> Submission:
+            extras: tuple[Any, ...] = (), request_key: str | None = None,
+            generated_name: str | None = None) -> Submission:
     """Decide the whole submission without network or credentials. Raises UsageError for anything wrong.
-    `request_key` (--request-id) is mixed into the request id: a new one submits the same job again."""
+    `request_key` (--request-id) is mixed into the request id: a new one submits the same job again.
+    `generated_name`: the name another submission of the same job generated (failover alternatives share it)."""
     from mlsubmit import packaging
     from mlsubmit.jobspec import discovery
     from mlsubmit.jobspec.limits import check_request
@@ -102,7 +104,7 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=staging, requirements=requirements)
     packaging.planned_module(planned.plan, spec.python_module)  # a module the package lacks: stop here
     runtime = planned_runtime(planned.plan, staging)
-    job_name = spec.job_name or generate_job_name(planned.plan.metadata.name)
+    job_name = spec.job_name or generated_name or generate_job_name(planned.plan.metadata.name)
     generated = None if spec.job_name else job_name
     # Vertex AI: baseOutputDirectory (hence AIP_*) from --job-dir or the staging bucket, never an argument.
     # Legacy AI Platform: a jobDir (passed as --job-dir) only when the user gave one, as gcloud did.

@@ -8,7 +8,7 @@ mlsubmit.targets.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
@@ -39,6 +39,14 @@ CLOUD_OPTIONS = {
              "answer; a new KEY submits it again as a new job.")], None),
     "skip_preflight": (_flag("--skip-preflight", "Do not install a new package into a fresh venv before staging "
                                                  "it."), False),
+    "alternative": (Annotated[List[str], typer.Option(
+        "--alternative", metavar="region=R,machine-type=M,gpu-type=T,gpus=N", rich_help_panel=_PANEL,
+        show_default=False,
+        help="Fail over: when the service refuses the job for quota, or it fails for lack of capacity before it "
+             "ran, submit it again with these changes (repeatable, tried in order; one job live at a time). The "
+             "chief's machine, and every pool on it, changes.")], []),
+    "cheapest_first": (_flag("--cheapest-first", "Try the job and its --alternative choices cheapest first (the "
+                                                 "price table's rates)."), False),
 }
 
 
@@ -87,9 +95,10 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
 
     mode = _mode(cloud_flags)
     region = spec_flags.get("region") or _yaml_region(spec_flags.get("config"))
-    settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"),
-                           need=("region",))
+    settings = settings_of(cloud_flags, region=region, staging_bucket=cloud_flags.get("staging_bucket"), need=())
     spec, notes = spec_from_options({**spec_flags, "region": settings.region}, target="cloud")
+    # every setting the submission needs, named in one line (a job dir on gs:// stands in for the staging bucket)
+    settings.require("project", "region", *(() if spec.job_dir else ("staging_bucket",)))
     from mlsubmit.tuning.submit import tuning_service, tuning_of, with_tuning
     tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
     if tuning is not None:  # mapped: not a note
@@ -102,7 +111,10 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     if api == "legacy":
         reject_spot_for_legacy(spec)
     from mlsubmit.commands._spec_options import budgeted
-    spec, estimate = budgeted(spec, spec_flags, tuning, backends=len(backends) or 1)
+    choices = _choices(spec, cloud_flags, tuning=tuning is not None, backends=bool(backends))
+    budgeted_choices = [budgeted(choice, spec_flags, tuning, backends=len(backends) or 1) for choice in choices]
+    spec, estimate = budgeted_choices[0]
+    estimate = estimate + _failover_lines([s for s, _ in budgeted_choices])
     if backends:
         from mlsubmit.cloud.backend_jobs import check_env
         from mlsubmit.jobspec.keras_backends import refuse_for_legacy
@@ -115,10 +127,15 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     from mlsubmit.packaging.requirements_txt import split_requirements
 
     package_flags = package_flags or {}
-    submission = submitting.prepare(spec, api=api, settings=settings, package_path=package_path,
-                                    requirements=split_requirements(package_flags.get("requirements")),
-                                    extras=resolve_extras(package_flags.get("extra_packages")),
-                                    request_key=cloud_flags.get("request_id"))
+    submissions: list[Any] = []
+    for choice, _ in budgeted_choices:  # the alternatives share the job's name (generated once)
+        generated = submissions[0].spec.job_name if submissions and not spec.job_name else None
+        submissions.append(submitting.prepare(choice, api=api, settings=_in_region(settings, choice.region),
+                                              package_path=package_path,
+                                              requirements=split_requirements(package_flags.get("requirements")),
+                                              extras=resolve_extras(package_flags.get("extra_packages")),
+                                              request_key=cloud_flags.get("request_id"), generated_name=generated))
+    submission = submissions[0]
     if tuning is not None:
         submission = with_tuning(submission, tuning)
     for note in [*notes, *tuning_notes, *submission.notes]:
@@ -137,16 +154,34 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     if cloud_flags.get("dry_run"):
         from mlsubmit.images import choose
 
-        choose.served(submission.spec, _say, api=api)  # an image the service would refuse: one line, as a submission
+        for each in [submission, *submissions[1:]]:  # an image the service would refuse: one line, as a submission
+            choose.served(each.spec, _say, api=api)
         say_estimate()
         _render_dry_run(submission)
+        for index, other in enumerate(submissions[1:], 1):
+            typer.echo(f"\n# alternative {index} (request id {other.request_id}): submitted only if the one before "
+                       "gets no capacity")
+            typer.echo(other.method)
+            typer.echo(json.dumps(other.body, indent=2))
         return
+    if len(submissions) > 1:
+        from mlsubmit.images import choose
+
+        for other in submissions[1:]:  # what the service would refuse, before anything is uploaded
+            choose.served(other.spec, lambda text: None, api=api)
     service = service_of(api, settings)
     service = tuning_service(service) if tuning is not None else service
+
+    def checked() -> None:  # the checks passed: say the estimate, and learn that the service answers before uploading
+        say_estimate()
+        submitting.earlier(submission, service)
+
     staged = submitting.stage(submission, check=not cloud_flags.get("skip_preflight"), show_progress=True, say=_say,
-                              checked=say_estimate)
+                              checked=checked)
     sent = f"uploaded, {staged.bytes_sent:,} bytes" if staged.uploaded else "already staged, 0 bytes sent"
     _say(f"package {staged.uri} ({sent})")
+    if len(submissions) > 1:
+        return _with_failover(submissions, api=api, settings=settings, mode=mode)
     status = create_once(submission, service)
     if mode == "async_":
         typer.echo(status.job_id)
@@ -158,6 +193,78 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
 
         trial_table(results_of(final.resource))
     finish(service, final, finder, settings=settings)
+
+
+def _choices(spec: Any, cloud_flags: dict[str, Any], *, tuning: bool, backends: bool) -> list[Any]:
+    """The job and its --alternative choices in the order they are tried (mlsubmit.cloud.failover)."""
+    from mlsubmit.cloud import failover
+
+    alternatives = cloud_flags.get("alternative") or []
+    if cloud_flags.get("cheapest_first") and not alternatives:
+        raise UsageError("invalid option: --cheapest-first orders the job's --alternative choices; received none",
+                         hint="add --alternative region=…, or drop --cheapest-first")
+    if alternatives and (tuning or backends):
+        given = "a tuning study" if tuning else "--backends"
+        raise UsageError(f"invalid options: --alternative with {given} (failover submits one job at a time)",
+                         hint="drop --alternative, or submit without " + ("the study" if tuning else "--backends"))
+    return failover.plan(spec, alternatives, cheapest_first=bool(cloud_flags.get("cheapest_first")))
+
+
+def _failover_lines(choices: list[Any]) -> list[str]:
+    """The alternatives' lines of the estimate, each priced, in the order they are tried."""
+    if len(choices) < 2:
+        return []
+    from mlsubmit.cloud import failover
+
+    lines = [f"failover: {len(choices) - 1} alternative(s) if the job gets no capacity, tried in this order:"]
+    lines += [f"  {'the job' if i == 0 else f'alternative {i}'}: {failover.describe(c)}" for i, c in enumerate(choices)]
+    return lines
+
+
+def _in_region(settings: Any, region: str) -> Any:
+    import dataclasses
+
+    return settings if settings.region == region else dataclasses.replace(settings, region=region)
+
+
+def _with_failover(submissions: list[Any], *, api: str, settings: Any, mode: str) -> None:
+    """Submit the choices in turn, one job live at a time: the next only when the service refused the one before
+    for quota (nothing was made) or its job FAILED for lack of capacity before it ran. Any other outcome ends it."""
+    from mlsubmit.cloud import failover
+    from mlsubmit.commands._cloud_options import service_of
+    from mlsubmit.commands._jobs_view import finish, follow
+    from mlsubmit.targets.calls import QuotaExceeded
+
+    last = len(submissions) - 1
+    for index, submission in enumerate(submissions):
+        where = _in_region(settings, submission.spec.region)
+        service = service_of(api, where)
+        following = failover.describe(submissions[index + 1].spec) if index < last else ""
+        try:
+            status = create_once(submission, service)
+        except QuotaExceeded as err:
+            if index == last:
+                raise QuotaExceeded(f"{err.message}; the job and all {last} alternatives were refused or found no "
+                                    "capacity", hint=err.hint) from None
+            _say(f"failover: {failover.describe(submission.spec)} refused for quota "
+                 f"({_reason(getattr(err, 'detail', err.message))}); "
+                 f"submitting alternative {index + 1}: {following}")
+            continue
+        if mode == "async_":
+            typer.echo(status.job_id)
+            return
+        final, finder = follow(service, status, settings=where, logs=mode == "stream_logs", announced=True)
+        if failover.is_stockout(final) and index < last:
+            _say(f"failover: job {final.job_id} ({failover.describe(submission.spec)}) FAILED before it ran, for lack "
+                 f"of capacity ({_reason(final.error or '')}); submitting alternative {index + 1}: {following}")
+            continue
+        finish(service, final, finder, settings=where)
+        return
+
+
+def _reason(message: str) -> str:
+    first = (message.strip().splitlines() or [""])[0]
+    return first if len(first) <= 160 else first[:157] + "..."
 
 
 def create_once(submission: Any, service: Any, *, who: str = "") -> Any:

@@ -116,6 +116,12 @@ def _pool(pool: Any) -> str:
     return f"{pool.role} {pool.replicas} × {pool.machine}{accelerator}"
 
 
+def _capacity(status: Any) -> dict[str, Any] | None:
+    from mlsubmit.jobspec.scheduling import of_resource
+
+    return of_resource(status.resource or {}, status.state, bool(status.start_time))
+
+
 def describe(status: Any, console_url: str | None) -> None:
     from rich.table import Table
 
@@ -150,6 +156,12 @@ def describe(status: Any, console_url: str | None) -> None:
         if value:
             rows.append((label, ", ".join(value) if isinstance(value, list) else str(value)))
     rows.append(("artifacts", status.artifacts or "(no job dir)"))
+    found = _capacity(status)
+    if found:
+        from mlsubmit.jobspec.scheduling import capacity_text
+
+        waiting = found["waiting"]
+        rows.append(("capacity", f"[yellow]{capacity_text(found)}[/]" if waiting else capacity_text(found)))
     for key, value in status.consumed.items():
         rows.append((key, str(value)))
     from mlsubmit.jobspec.cost import spent_text
@@ -170,6 +182,7 @@ def describe(status: Any, console_url: str | None) -> None:
 def status_json(status: Any, **extra: Any) -> dict[str, Any]:
     document = status.to_dict()
     document["cost"] = cost_so_far(status)  # estimated: wall time x the price table's rate of its pools
+    document["capacity"] = _capacity(status)
     document.update(extra)
     return document
 

@@ -28,7 +28,8 @@ from mlsubmit.errors import UsageError, invalid_value
 _PANEL = "Job spec (flags override --config YAML)"
 _TRAINER_ARGS = "mlsubmit.trainer_args"  # ctx.meta key: the arguments after --
 _REPEATABLE = ("label", "labels", "env")
-_SWITCHES = ("spot",)
+_SWITCHES = ("spot", "flex_start", "disable_retries", "restart_job_on_worker_restart")
+_CAPACITY = "Capacity (Vertex AI scheduling; flags override --config YAML)"
 
 
 def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: bool = False) -> Any:
@@ -82,6 +83,29 @@ SPEC_OPTIONS: dict[str, Any] = {
     "spot": Annotated[bool, typer.Option("--spot", rich_help_panel=_PANEL, help="Run on spot capacity (Vertex AI "
                                          "scheduling.strategy SPOT; GKE spot nodes): cheaper, preemptible; the job "
                                          "resumes from its backup (AIP_CHECKPOINT_DIR).")],
+    "flex_start": Annotated[bool, typer.Option("--flex-start", rich_help_panel=_CAPACITY, help="Wait for the GPUs "
+                                               "instead of failing without them (scheduling.strategy FLEX_START, "
+                                               "Dynamic Workload Scheduler: L4, A100, H100, H200, B200; every pool "
+                                               "the same machine; at most 7 days' runtime).")],
+    "max_wait": Annotated[Optional[str], typer.Option(
+        "--max-wait-duration", metavar="DURATION", rich_help_panel=_CAPACITY, show_default=False,
+        help="How long a --flex-start job waits for its resources: 2h, 90m, 1d; 0 waits indefinitely (default: "
+             "the service's 24 hours).")],
+    "reservation_affinity": Annotated[Optional[str], typer.Option(
+        "--reservation-affinity", metavar="reservation-affinity-type=TYPE[,key=KEY,values=V1;V2]",
+        rich_help_panel=_CAPACITY, show_default=False,
+        help="Draw the machines from reservations, as gcloud spells it: NO_RESERVATION, ANY_RESERVATION or "
+             "SPECIFIC_RESERVATION (key=compute.googleapis.com/reservation-name,values=RESERVATION).")],
+    "reservation": Annotated[Optional[str], typer.Option(
+        "--reservation", metavar="NAME", rich_help_panel=_CAPACITY, show_default=False,
+        help="Draw the machines from this one reservation (NAME or projects/P/zones/Z/reservations/NAME).")],
+    "disable_retries": Annotated[bool, typer.Option("--disable-retries", rich_help_panel=_CAPACITY,
+                                                    help="Do not retry the job after internal errors once it runs "
+                                                         "(scheduling.disableRetries).")],
+    "restart_job_on_worker_restart": Annotated[bool, typer.Option(
+        "--restart-job-on-worker-restart", rich_help_panel=_CAPACITY,
+        help="Restart the whole job when a worker restarts (scheduling.restartJobOnWorkerRestart), for training "
+             "that cannot take a worker leaving and joining.")],
     "env": _option("--env", metavar="KEY=VALUE", multiple=True, help="Environment variable of every replica "
                    "(Vertex AI pythonPackageSpec.env; --local too); repeatable. Legacy AI Platform has none."),
 }
@@ -163,17 +187,34 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         args=tuple(flags["trainer_args"]) if flags.get("trainer_args") else None,
         job_dir=flags.get("job_dir"), job_name=flags.get("job_name"),
         labels=labels, env=env, max_runtime=flags.get("max_runtime"), spot=True if flags.get("spot") else None,
+        flex_start=flags.get("flex_start") or None, max_wait=flags.get("max_wait"),
+        reservation=_reservation(flags), disable_retries=flags.get("disable_retries") or None,
+        restart_job_on_worker_restart=flags.get("restart_job_on_worker_restart") or None,
         names=dict(FLAG_NAMES))
     notes: list[str] = []
     if flags.get("config"):
         from_yaml, notes = load_yaml(flags["config"])
         given = merge(from_yaml, given)
     spec = build_spec(given, target=target)
-    if target == "local" and (flags.get("spot") or flags.get("max_cost")):
-        given = "--spot" if flags.get("spot") else f"--max-cost {flags['max_cost']}"
+    if target == "local" and (flags.get("spot") or flags.get("max_cost") or not spec.capacity.empty):
+        given = "--spot" if flags.get("spot") else f"--max-cost {flags['max_cost']}" if flags.get("max_cost") \
+            else spec.capacity.given()[0]
         raise UsageError(f"invalid option with --local: {given} (this machine costs nothing and is never preempted)",
                          hint=f"drop {given.split()[0]}")
     return spec, notes
+
+
+def _reservation(flags: dict[str, Any]) -> Any:
+    """--reservation-affinity (gcloud's form) or --reservation NAME, as a scheduling.Reservation; None if neither."""
+    from mlsubmit.jobspec import scheduling
+
+    if flags.get("reservation_affinity") and flags.get("reservation"):
+        raise UsageError("invalid options: received both --reservation-affinity and --reservation; expected one",
+                         hint="--reservation NAME is --reservation-affinity reservation-affinity-type="
+                              "SPECIFIC_RESERVATION,key=compute.googleapis.com/reservation-name,values=NAME")
+    if flags.get("reservation_affinity"):
+        return scheduling.parse_reservation_affinity(flags["reservation_affinity"])
+    return scheduling.named_reservation(flags["reservation"]) if flags.get("reservation") else None
 
 
 def budget_from_options(flags: dict[str, Any]) -> Optional[float]:

@@ -95,6 +95,14 @@ def emulator_command(
              "spot job.")] = None,
     preempt_spot_times: Annotated[int, typer.Option(
         "--preempt-spot-times", metavar="N", help="Preempt each spot job at most N times.")] = 2,
+    no_quota: Annotated[Optional[List[str]], typer.Option(
+        "--no-quota", metavar="REGION[/ACCELERATOR]", show_default=False,
+        help="Refuse creates there (with that accelerator) as the service does without quota: 429 "
+             "RESOURCE_EXHAUSTED; repeatable. Also POST /emulator/v1/capacity.")] = None,
+    stockout: Annotated[Optional[List[str]], typer.Option(
+        "--stockout", metavar="REGION[/ACCELERATOR]", show_default=False,
+        help="Have no machines there (with that accelerator): jobs fail before they run, RESOURCE_EXHAUSTED; a "
+             "FLEX_START job waits until DELETE /emulator/v1/capacity or its maxWaitDuration; repeatable.")] = None,
     kube_port: Annotated[Optional[int], typer.Option(
         "--kube-port", metavar="K", show_default=False,
         help="Also serve an emulated Kubernetes API on this port of 127.0.0.1 (0: any free port) whose Jobs' pods "
@@ -113,6 +121,12 @@ def emulator_command(
         raise invalid_value("--preempt-spot-after", preempt_spot_after, "a number of seconds > 0")
     if preempt_spot_times < 0:
         raise invalid_value("--preempt-spot-times", preempt_spot_times, "a whole number >= 0")
+    from mlsubmit.emulator.capacity import Capacity
+
+    try:
+        capacity = Capacity(quota=tuple(no_quota or ()), stockout=tuple(stockout or ()))
+    except ValueError as err:
+        raise UsageError(f"invalid value for {err}") from None
     from mlsubmit.emulator.serve import serve
 
     gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
@@ -120,7 +134,7 @@ def emulator_command(
     try:
         serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
               data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet,
-              preempt_spot=(preempt_spot_after, preempt_spot_times))
+              preempt_spot=(preempt_spot_after, preempt_spot_times), capacity=capacity)
     finally:
         if kube is not None:
             kube.stop()

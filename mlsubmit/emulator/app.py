@@ -5,6 +5,7 @@ Admin endpoints (emulator-only, never faulted):
     GET    /emulator/v1/processes?job=NAME|ID    the replicas' pids and whether each is alive
     GET|POST|DELETE /emulator/v1/faults          see `faults`
     POST   /emulator/v1/preempt?job=NAME|ID      preempt a running spot job now: its replicas start again
+    GET|POST|DELETE /emulator/v1/capacity        quota and stockouts by region/accelerator: see `capacity`
 
 Example:
     >>> emulator = Emulator(port=0, gcs_endpoint="http://127.0.0.1:4443").start()
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsubmit.emulator import hp_tuning, legacy, legacy_tuning, logging_api, vertex
+from mlsubmit.emulator.capacity import Capacity
 from mlsubmit.emulator.errors import field_error, not_found
 from mlsubmit.emulator.executor import Executor
 from mlsubmit.emulator.faults import Faults
@@ -32,14 +34,17 @@ class Emulator:
     """The training-service emulator on 127.0.0.1:`port` (0: a free port)."""
 
     def __init__(self, *, port: int = 0, data_dir: str | os.PathLike | None = None, gcs_endpoint: str | None = None,
-                 max_running: int = 2, preempt_spot_after: float | None = None, preempt_spot_times: int = 2):
+                 max_running: int = 2, preempt_spot_after: float | None = None, preempt_spot_times: int = 2,
+                 capacity: Capacity | None = None):
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self.gcs_endpoint = gcs_endpoint
         self.store = Store(self.data_dir)
         self.faults = Faults()
+        self.capacity = capacity or Capacity()
         self.executor = Executor(self.store, gcs_endpoint=gcs_endpoint, max_running=max_running,
                                  work_dir=self.data_dir / "work" if self.data_dir else None,
-                                 preempt_spot_after=preempt_spot_after, preempt_spot_times=preempt_spot_times)
+                                 preempt_spot_after=preempt_spot_after, preempt_spot_times=preempt_spot_times,
+                                 capacity=self.capacity)
         router = Router()
         vertex.register(router, self)
         legacy.register(router, self)
@@ -47,7 +52,14 @@ class Emulator:
         self.legacy_tuning = legacy_tuning.LegacyTuning(self)  # legacy jobs with trainingInput.hyperparameters
         logging_api.register(router, self)
         self._register_admin(router)
-        self.server = EmulatorServer(port, router, self.faults)
+        try:
+            self.server = EmulatorServer(port, router, self.faults)
+        except BaseException:  # e.g. the port is taken: leave nothing behind (work folders, the store)
+            self.hp_tuning.stop()
+            self.legacy_tuning.stop()
+            self.executor.stop()
+            self.store.close()
+            raise
 
     @property
     def endpoint(self) -> str:
@@ -81,6 +93,9 @@ class Emulator:
         router.add("POST", r"/emulator/v1/faults", self._arm)
         router.add("DELETE", r"/emulator/v1/faults", lambda request: (200, self.faults.clear()))
         router.add("POST", r"/emulator/v1/preempt", self._preempt)
+        router.add("GET", r"/emulator/v1/capacity", lambda request: (200, self.capacity.describe()))
+        router.add("POST", r"/emulator/v1/capacity", lambda request: (200, self.capacity.add(request.body)))
+        router.add("DELETE", r"/emulator/v1/capacity", lambda request: (200, self.capacity.clear()))
 
     def _health(self, request: Request) -> tuple[int, dict]:
         states = collections.Counter(job.state for job in self.store.jobs())

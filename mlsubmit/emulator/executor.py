@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,9 @@ class _Run:
 class Executor:
     def __init__(self, store: Store, *, gcs_endpoint: str | None, max_running: int = 2,
                  work_dir: str | os.PathLike | None = None, preempt_spot_after: float | None = None,
-                 preempt_spot_times: int = 2):
+                 preempt_spot_times: int = 2, capacity: Any = None):
         self.store, self.gcs_endpoint, self.max_running = store, gcs_endpoint, max_running
+        self.capacity = capacity  # mlsubmit.emulator.capacity.Capacity: stockouts (None: capacity is unlimited)
         self.preempt_spot_after, self.preempt_spot_times = preempt_spot_after, preempt_spot_times
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="mlsubmit-emulator-"))
@@ -201,6 +203,11 @@ class Executor:
         say = lambda text: self.store.append_log(job, SERVICE_TASK, text)  # noqa: E731
         say("Waiting for job to be provisioned.")
         plan = plan_of(job)
+        if not self._provisioned(job, plan, run, say):
+            return
+        if plan.tpu:
+            say(f"The emulator has no Cloud TPU: the program of the {plan.tpu} pool runs on this machine's CPU "
+                "(it sees no TPU devices).")
         try:
             if len(plan.replicas) > self._max_replicas():
                 raise prepare.PrepareError(
@@ -256,6 +263,34 @@ class Executor:
             return self._interrupted(name, run)
         state, error, status = outcome_of(plan, outcome, timed_out=run.timed_out)
         self._finish(self.store.get(name), state, error, status)
+
+    def _provisioned(self, job: Job, plan: JobPlan, run: _Run, say: Any) -> bool:
+        """Whether the job got its machines. A stockout (mlsubmit.emulator.capacity) fails it before it runs,
+        unless it is FLEX_START: then it waits until the stockout is lifted or its maxWaitDuration passes."""
+        region = plan.spec.region
+        if self.capacity is None or job.api != "vertex" or not self.capacity.stocked_out(region, job.body):
+            return True
+        scheduling = (job.body.get("jobSpec") or {}).get("scheduling") or {}
+        if scheduling.get("strategy") != "FLEX_START":
+            self._finish(job, "FAILED", f"Resources are insufficient in region: {region}. Please try a different "
+                                        "region.", "RESOURCE_EXHAUSTED")
+            return False
+        limit = float(str(scheduling.get("maxWaitDuration", "86400s")).rstrip("s") or 0)
+        said = "indefinitely" if limit == 0 else f"up to {limit:g} s (scheduling.maxWaitDuration)"
+        say(f"Waiting for resources in {region}: FLEX_START (Dynamic Workload Scheduler) waits {said}.")
+        end = time.monotonic() + limit if limit else None
+        while self.capacity.stocked_out(region, job.body):
+            if run.cancelled.is_set():
+                self._interrupted(job.name, run)
+                return False
+            if end is not None and time.monotonic() >= end:
+                self._finish(job, "FAILED", f"The requested resources could not be provisioned in {region} within "
+                                            f"the maximum wait ({limit:g}s, scheduling.maxWaitDuration).",
+                             "RESOURCE_EXHAUSTED")
+                return False
+            self.capacity.wait(min(0.2, end - time.monotonic()) if end is not None else 0.2)
+        say(f"Resources are available in {region}; the job is being provisioned.")
+        return True
 
     def _interrupted(self, name: str, run: _Run) -> None:
         job = self.store.get(name)

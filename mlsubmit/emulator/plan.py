@@ -51,6 +51,7 @@ class JobPlan:
     package_uris: tuple[str, ...]
     base_output_dir: str | None = None  # Vertex baseOutputDirectory.outputUriPrefix
     carried: bool = False  # pool 0 is a package run on a public image as a custom container (images.carried)
+    tpu: str | None = None  # pool 0 is this Cloud TPU machine (the emulator runs it on the CPU)
 
     @property
     def chief(self) -> Replica:
@@ -70,11 +71,6 @@ def _spec(draft: Any, fallback_field: str, region_field: str) -> JobSpec:
         message = err.message.replace(f"invalid value for {named}:", f"invalid value for {field}:") if named \
             else err.message  # the request's field, not the CLI flag that sets it
         raise field_error(field, message) from None
-    for role, pool in spec.pools.items():
-        accelerator = pool.accelerator
-        if accelerator and machines.ACCELERATORS[accelerator[0]].kind == "tpu":
-            raise field_error(fallback_field, f"the {role} runs on a Cloud TPU ({pool.machine_type}, {accelerator[0]}), "
-                                              "which the emulator cannot stand in for; GPU jobs run on the CPU")
     return spec
 
 
@@ -107,6 +103,10 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
     except UsageError as err:
         raise field_error("jobSpec.workerPoolSpecs[0]", err.message) from None
     spec = _spec(dataclasses.replace(draft, region=location), "jobSpec.workerPoolSpecs", "parent")
+    tpu = None
+    if choose.vertex_roles(spec).get("chief") != "chief":  # Vertex AI runs the program on the TPU VM (pool 0) alone
+        tpu = spec.pools["worker"].machine_type
+        spec = spec.replace(worker=None)  # one replica, the chief of its cluster (TF_CONFIG, CLUSTER_SPEC)
     replicas = []
     for index, (role, pool) in enumerate(zip(machines.ROLES, pools)):
         if not pool:
@@ -118,7 +118,7 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
                                     tuple(package.get("args") or ()), env))
     uris = tuple(dict.fromkeys(uri for pool in pools if pool for uri in pool["pythonPackageSpec"]["packageUris"]))
     base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base, carried=container)
+    return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base, carried=container, tpu=tpu)
 
 
 def _check_executor_image(pool: dict[str, Any] | None, at: str) -> None:

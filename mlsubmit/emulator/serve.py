@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mlsubmit.errors import UsageError, invalid_value
 
@@ -36,7 +37,7 @@ def _check_data_dir(data_dir: str | None) -> None:
 
 def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str | None, max_running: int,
           ready: Callable[..., None], buckets: tuple[str, ...] = (), log_requests: bool = True,
-          preempt_spot: tuple[float | None, int] = (None, 2)) -> None:
+          preempt_spot: tuple[float | None, int] = (None, 2), capacity: Any = None) -> None:
     """Serve until KeyboardInterrupt or SIGTERM; `ready(endpoint, gcs, started_gcs, data_dir, max_running, buckets)`
     once listening, after `buckets` were created in the Cloud Storage emulator. Requests are logged on stderr
     (method, path, status; never headers or query strings)."""
@@ -57,7 +58,8 @@ def serve(*, port: int, gcs_endpoint: str | None, gcs_port: int, data_dir: str |
 
         try:
             emulator = Emulator(port=port, data_dir=data_dir, gcs_endpoint=gcs_endpoint, max_running=max_running,
-                                preempt_spot_after=preempt_spot[0], preempt_spot_times=preempt_spot[1])
+                                preempt_spot_after=preempt_spot[0], preempt_spot_times=preempt_spot[1],
+                                capacity=capacity)
         except OSError as err:
             if err.errno in (errno.EADDRINUSE, errno.EACCES):
                 raise invalid_value("--port", port, "a free port of 127.0.0.1",

@@ -93,6 +93,9 @@ def _job_from(data: Any) -> Job:
             or job.api not in ("vertex", "legacy") or not job.name.startswith(f"projects/{job.project}/") \
             or not isinstance(job.processes, list):
         raise ValueError("not a job this emulator wrote")
+    for stamp in (job.create_time, job.update_time, job.start_time, job.end_time):
+        if stamp is not None:
+            times.parse_time(stamp)  # ValueError: a record without its times (or with others') is damaged
     return job
 
 

@@ -70,6 +70,7 @@ def create(emulator: Any, request: Request) -> tuple[int, dict]:
         if emulator.store.get(name) is None:
             break
     plan = vertex_plan(body, project, location, job_id)
+    emulator.capacity.check_quota(location, body)  # a quota the project has not got: 429, nothing made
     return jobs_api.create(emulator, FLAVOR, Job(name=name, api="vertex", job_id=job_id, project=project,
                                                  body=body), plan)
 

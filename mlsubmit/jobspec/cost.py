@@ -6,7 +6,8 @@ A job's rate is the sum over its pools of replicas x (machine + accelerators); a
 `parallel` trials at once and `total` in all; `--backends` runs one job per backend. A budget (`--max-cost`) sets
 the job's time limit so that every job it makes, running the whole limit at the rate, costs at most the budget
 (whole seconds, rounded down). Compute Engine bills at least one minute of a VM and then by the second ("VM
-instance pricing", billing model): a budget that cannot pay for `MIN_BILLED_SECONDS` of the job is refused.
+instance pricing", billing model): a budget that cannot pay for `MIN_BILLED_SECONDS` of the job is refused. A price
+derived from Compute Engine's (prices.RULES) is a price like any other here, and the estimate says which are derived.
 
 Example:
     >>> from mlsubmit.jobspec.spec import JobSpec
@@ -62,6 +63,22 @@ class JobRate:
     @property
     def sources(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s for p in self.pools for s in p.rate.sources))
+
+    @property
+    def derived(self) -> bool:
+        return any(p.rate.derived for p in self.pools)
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        """{what: why it has no price} over the pools, once each."""
+        return {what: why for p in self.pools for what, why in p.rate.reasons.items()}
+
+    def why_unknown(self) -> str:
+        """'A, B: why; C: why' for the parts without a price, the parts with one reason together."""
+        grouped: dict[str, list[str]] = {}
+        for what, why in self.reasons.items():
+            grouped.setdefault(why, []).append(what)
+        return "; ".join(f"{', '.join(whats)}: {why}" for why, whats in grouped.items())
 
 
 def pools_rate(pools: Iterable[tuple[str, int, str, str | None, int]], region: str, *, catalog: str = "vertex",
@@ -124,6 +141,7 @@ class Budget:
     allows_seconds: int
     timeout_seconds: int
     limited_by: str  # "--max-cost" or "--max-runtime"
+    derived: bool = False  # the rate it was computed from includes derived prices
 
 
 def apply_budget(spec: Any, budget: float | None, *, catalog: str = "vertex", parallel: int = 1,
@@ -141,7 +159,7 @@ def apply_budget(spec: Any, budget: float | None, *, catalog: str = "vertex", pa
     rate = job_rate(spec, catalog=catalog)
     if rate.usd is None:
         raise UsageError(f"invalid value for --max-cost: received {budget:g}; no price is known for "
-                         f"{', '.join(rate.missing)} in {spec.region} on {prices.CATALOGS[catalog]}, so no time limit "
+                         f"{rate.why_unknown()} (in {spec.region}, on {prices.CATALOGS[catalog]}), so no time limit "
                          "can keep the job within a budget",
                          hint="use --max-runtime instead, or a machine with a known price (tools/refresh_prices.py "
                               "refreshes the table)")
@@ -157,28 +175,28 @@ def apply_budget(spec: Any, budget: float | None, *, catalog: str = "vertex", pa
     labels = dict(spec.labels)
     labels[BUDGET_LABEL] = budget_label(budget)
     return (spec.replace(max_runtime_seconds=limit, labels=tuple(labels.items())),
-            Budget(budget, allows, limit, by))
+            Budget(budget, allows, limit, by, rate.derived))
 
 
 def estimate_lines(spec: Any, *, catalog: str = "vertex", parallel: int = 1, total: int = 1,
                    per: str = "", budget: Budget | None = None) -> list[str]:
     """What the job will cost, as lines for stderr: the rate of each pool, the whole job's rate and, with a time
-    limit, its maximum; `parallel`/`total` jobs at once/in all (tuning trials, backends; `per` names them)."""
+    limit, its maximum; `parallel`/`total` jobs at once/in all (tuning trials, backends; `per` names them). A derived
+    price says so with its rule and Compute Engine price; an unknown one says why on the `rate:` line."""
     rate = job_rate(spec, catalog=catalog)
     kind = "spot" if rate.spot else "on-demand"
     lines = [f"cost estimate ({prices.CATALOGS[catalog]}, {spec.region}, {kind} prices):"]
     for pool in rate.pools:
-        parts = " + ".join(f"{what} {money(usd) if usd is not None else 'unknown'}" for what, usd in pool.rate.parts)
+        parts = " + ".join(part_text(part) for part in pool.rate.details)
         each = money(pool.rate.usd) if pool.rate.usd is not None else "unknown"
         total_pool = money(pool.usd) if pool.usd is not None else "unknown"
         lines.append(f"  {pool.role}: {pool.replicas} x ({parts}) = {pool.replicas} x {each}/h = {total_pool}/h")
     if rate.usd is None:
-        lines.append(f"  rate: unknown — the price table has no price for "
-                     f"{', '.join(rate.missing)} in {spec.region} (never guessed; tools/refresh_prices.py refreshes "
-                     "the table)")
+        lines.append(f"  rate: unknown — no price for {rate.why_unknown()} (in {spec.region}; never guessed; "
+                     "tools/refresh_prices.py refreshes the table)")
     else:
         many = f" x {parallel} {per} at once = {money(rate.usd * parallel)}/h" if parallel > 1 else ""
-        lines.append(f"  rate: {money(rate.usd)}/h{many}")
+        lines.append(f"  rate: {money(rate.usd)}/h{many}" + (" (includes derived prices)" if rate.derived else ""))
         if spec.max_runtime_seconds is not None:
             limit = spec.max_runtime_seconds
             most = rate.usd * limit / 3600 * total
@@ -188,11 +206,24 @@ def estimate_lines(spec: Any, *, catalog: str = "vertex", parallel: int = 1, tot
     if budget is not None:
         said = (f"  budget: --max-cost {budget.usd:g} USD allows {seconds(budget.allows_seconds)}; time limit "
                 f"{seconds(budget.timeout_seconds)}")
-        lines.append(said + (" (--max-runtime is the smaller: it wins)" if budget.limited_by == "--max-runtime"
-                             else " (set by --max-cost)"))
+        said += (" (--max-runtime is the smaller: it wins" if budget.limited_by == "--max-runtime"
+                 else " (set by --max-cost")
+        lines.append(said + ("; the rate includes derived prices)" if budget.derived else ")"))
     if rate.spot:
         lines.append(f"  note: {SPOT_NOTE}")
     return lines
+
+
+def part_text(part: prices.Part) -> str:
+    """'n1-standard-16 $0.8740 (derived: 1.15 x Compute Engine $0.76)', 'n1-standard-4 $0.2185' or '… unknown'."""
+    if not isinstance(part.unit, prices.Price):
+        return f"{part.what} unknown"
+    text = f"{part.what} {money(part.usd)}"  # type: ignore[arg-type]
+    if part.unit.base is not None:
+        rule = prices.RULES[part.unit.source]
+        each = " each" if part.count > 1 else ""
+        text += f" (derived: {rule.factor:g} x Compute Engine {prices.exact(part.unit.base.usd)}{each})"
+    return text
 
 
 def spent(status: Any, ran: int | None) -> dict[str, Any]:

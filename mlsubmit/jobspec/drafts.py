@@ -10,6 +10,7 @@ from typing import Any
 
 from mlsubmit.images import catalog as images
 from mlsubmit.jobspec import machines
+from mlsubmit.jobspec import scheduling as scheduling_spec
 from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.images import carried
 from mlsubmit.jobspec.requests import LEGACY_KEYS, executor_image
@@ -134,7 +135,8 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         machine = pool.get("machineSpec") or {}
         notes += _unmapped(pool, f"{at}.", {"machineSpec", "replicaCount", "pythonPackageSpec", "containerSpec",
                                             "diskSpec"})
-        notes += _unmapped(machine, f"{at}.machineSpec.", {"machineType", "acceleratorType", "acceleratorCount"})
+        notes += _unmapped(machine, f"{at}.machineSpec.", {"machineType", "acceleratorType", "acceleratorCount",
+                                                           "reservationAffinity"})
         notes += _unmapped(pool.get("diskSpec") or {}, f"{at}.diskSpec.", _DISK_KEYS)
         kind = machine.get("acceleratorType")
         roles[role] = RoleDraft(count=pool.get("replicaCount", "1"), machine_type=machine.get("machineType"),
@@ -151,9 +153,10 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         elif index and _program(pool) != _program(pools[0]):
             notes.append(f"{at}.pythonPackageSpec: differs from pool 0; every role runs pool 0's program")
     chief = roles["chief"]
-    if chief.machine_type in (machines.TPU_MACHINE, "cloud_tpu"):
+    tpu = machines.MACHINES.get(machines.canonical_name(chief.machine_type or ""))
+    if tpu is not None and tpu.family == "tpu":
         notes.append(f"{prefix}workerPoolSpecs[0]: a TPU pool 0 becomes a chief {machines.DEFAULT_CPU_MACHINE} "
-                     "and one cloud-tpu worker")
+                     f"and one {tpu.name} worker")
         roles["worker"] = RoleDraft(count="1", machine_type=chief.machine_type,
                                     accelerator_type=chief.accelerator_type, accelerator_count=chief.accelerator_count)
         roles["chief"] = RoleDraft(count=chief.count, machine_type=machines.DEFAULT_CPU_MACHINE)
@@ -173,7 +176,12 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
     notes += _unmapped(document, prefix, {"workerPoolSpecs", "baseOutputDirectory", "scheduling", "network"})
     strategy = scheduling.get("strategy")
     notes += _unmapped(scheduling, f"{prefix}scheduling.",
-                       {"timeout"} | ({"strategy"} if strategy in ("SPOT", "ON_DEMAND", "STANDARD") else set()))
+                       {"timeout", "maxWaitDuration", "disableRetries", "restartJobOnWorkerRestart"}
+                       | ({"strategy"} if strategy in ("SPOT", "ON_DEMAND", "STANDARD", "FLEX_START") else set()))
+    names.update({"flex_start": f"{prefix}scheduling.strategy", "max_wait": f"{prefix}scheduling.maxWaitDuration",
+                  "disable_retries": f"{prefix}scheduling.disableRetries",
+                  "restart_job_on_worker_restart": f"{prefix}scheduling.restartJobOnWorkerRestart",
+                  "reservation": f"{prefix}workerPoolSpecs[0].machineSpec.reservationAffinity"})
     image, runtime = package.get("executorImageUri"), _prebuilt_runtime(pools)
     draft = SpecDraft(
         tier="CUSTOM", **roles, runtime_version=runtime[0] if runtime else None,
@@ -183,8 +191,21 @@ def draft_from_vertex(document: dict[str, Any]) -> tuple[SpecDraft, list[str]]:
         max_runtime=scheduling.get("timeout"), env=env, names=names, container_image=container.get("imageUri"),
         container_command=_tuple(container.get("command")), pool_images=pool_images or None,
         boot_disks=_disks({role: pool.get("diskSpec") for role, pool in zip(machines.ROLES, pools) if pool}),
-        network=document.get("network"), spot=True if strategy == "SPOT" else None)
+        network=document.get("network"), spot=True if strategy == "SPOT" else None,
+        flex_start=True if strategy == "FLEX_START" else None, max_wait=scheduling.get("maxWaitDuration"),
+        disable_retries=scheduling.get("disableRetries") or None,
+        restart_job_on_worker_restart=scheduling.get("restartJobOnWorkerRestart") or None,
+        reservation=scheduling_spec.reservation_from_body(_reservation_of(pools)))
     return draft, notes
+
+
+def _reservation_of(pools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The reservationAffinity the pools draw from (the first pool that names one)."""
+    for pool in pools[:len(machines.ROLES)]:
+        affinity = ((pool or {}).get("machineSpec") or {}).get("reservationAffinity")
+        if affinity:
+            return affinity
+    return None
 
 
 def _program(pool: dict[str, Any]) -> dict[str, Any]:

@@ -1,20 +1,26 @@
 """The rows of the price table (mlsubmit.jobspec.prices), as read from their sources; nothing here is computed.
 
-Each dict maps a name to {region: (on demand, spot)} in USD per hour, for ONE machine or ONE accelerator, only for the
-regions of mlsubmit's machine table. A region missing from a row has no price in that source: it stays unknown.
+Each dict maps a name to {region: (on demand, spot)} in USD per hour, for ONE machine or ONE accelerator. A row may
+name a machine, an accelerator or a region the machine table does not have (yet): the table keeps only what the
+machine table knows. A region missing from a row has no price in that source: it stays unknown, and the lookups say
+why (COMPUTE_NOT_TAKEN, VERTEX_NOT_DERIVED below, or "the source has no row").
 
 "skypilot-v8": skypilot-org/skypilot-catalog, catalogs/v8/gcp/vms.csv at commit
 006059e0f18acb1341e22a27751e9f80df6ba92f (SkyPilot builds it from the Cloud Billing Catalog API; columns Price and
-SpotPrice; the rows of a region's zones agree). Read 2026-11-25. Machine rows are the VM alone; GPU rows are the rows
-with an empty InstanceType, AcceleratorCount 1 (one GPU), so a replica costs machine + count x GPU, as Compute Engine
-bills it (e.g. a2-highgpu-1g $0.73948 + A100 $2.93391 = $3.67339 in us-central1).
-Left unknown on purpose: K80 (no rows: retired); A100 80GB (not taken: its one-GPU rows have spot above on-demand,
-e.g. $1.964 vs $1.8462 in us-central1); H100 and H100 Mega (not taken: the one-GPU H100 row is $4.20076 in us-central1
-but $9.79655 in us-east4 and $12.73552 in europe-west4, and 4 x H100 costs $16.80 in us-central1 vs $39.19 in
-us-east4); the a3 machines (not read yet); and TPUs (Cloud TPU is not a Compute Engine node price).
+SpotPrice; the rows of a region's zones agree). Read 2026-11-25 (n1, g2, a2, the GPUs) and 2026-11-28 (a3 VMs, the
+rows left unknown). Machine rows are the VM alone; GPU rows are the rows with an empty InstanceType, AcceleratorCount
+1 (one GPU), so a replica costs machine + count x GPU, as Compute Engine bills it (e.g. a2-highgpu-1g $0.73948 + A100
+$2.93391 = $3.67339 in us-central1). The a3 VM rows are the VM alone too (a3-highgpu-8g $9.46006 + 8 x the H100 row of
+us-east4, $9.79655, is $87.83, Google's a3-highgpu-8g less its local SSD), but their GPUs stay unknown, so no a3
+replica has a price yet. What was not taken, and why, is COMPUTE_NOT_TAKEN. catalogs/v9/gcp/vms.csv @2c3d7ea7 was
+checked too: the same on-demand rows for the H100, H100 Mega and H200, with spot above on demand in more regions; no
+better.
 Taken as the source says although it looks odd: the A100 row in europe-west4 and asia ($1.61365, $1.70586) is about
 half the us-central1 one ($2.93391); Google's page is the arbiter when they disagree (tools/refresh_prices.py reads
 its SKUs).
+
+Vertex AI: Google's page as quoted (VERTEX_*_ON_DEMAND), and the evidence for deriving the rest from Compute Engine
+(VERTEX_FACTOR, VERTEX_EVIDENCE, VERTEX_AGAINST); mlsubmit.jobspec.prices applies the rule.
 """
 
 from __future__ import annotations
@@ -25,6 +31,36 @@ Rows = dict[str, dict[str, tuple[float, float]]]
 # api-evangelist/google-vertex-ai plans/google-vertex-ai-plans-pricing.yml @342263c39279 (page read 2026-10-07).
 VERTEX_MACHINES_ON_DEMAND = {"n1-standard-4": {"us-central1": 0.21849885}}
 VERTEX_ACCELERATORS_ON_DEMAND = {"NVIDIA_H100_80GB": {"us-central1": 9.79655057}}
+
+# Vertex AI training = VERTEX_FACTOR x Compute Engine, for n1 machines and the GPUs they carry, on demand: the two
+# pairs known exactly both give 1.15. (name, region, Vertex AI USD/h, Compute Engine USD/h, where each was read.)
+VERTEX_FACTOR = 1.15
+VERTEX_EVIDENCE = (
+    ("n1-standard-4", "us-central1", 0.21849885, 0.189999,
+     "Vertex AI: the page via api-evangelist @342263c3 (2026-10-07); Compute Engine: 4 vCPU x $0.031611 + 15 GiB x "
+     "$0.004237 (its N1 SKUs; SkyPilot rounds it to $0.19)"),
+    ("NVIDIA_TESLA_T4", "us-central1", 0.4025, 0.35,
+     "Vertex AI: the page (vertex-ai/pricing#training) quoted in Lezek123/musicnet-transcription gc-job.yaml @573767d "
+     "(2024-09-02); Compute Engine: skypilot-v8"),
+)
+# Read beside the rule, and why it stops at n1 machines and their GPUs, on demand:
+#   fits, to the quote's precision: n1-highmem-8 "$0.6 / hr (in eu-west4)" on Vertex AI (same file @573767d) vs
+#     1.15 x Compute Engine's $0.52094 = $0.59908.
+#   does not fit: the H100 on Vertex AI, $9.79655057 in us-central1 (the page above), is 1.0 x the one-H100 Compute
+#     Engine row of us-east4 ($9.79655) and 2.33 x the us-central1 row ($4.20076), never 1.15 x; an L4 "$0.709 / hr"
+#     on Vertex AI (gc-job.yaml @da12943, region not said; the job ran in europe-west4) is 1.27 x Compute Engine's
+#     us-central1 L4 ($0.56004) and 1.21 x europe-west4's ($0.58804) (only europe-west1's $0.61666 x 1.15 = $0.70916
+#     would fit, had the page been set to Belgium); the same file reads Vertex AI's g2 SKUs as $0.0358 a vCPU-hour
+#     and $0.0042 a GiB-hour, 1.27-1.36 x Compute Engine's g2-standard-8 in us-west4/europe-west4. So
+#     accelerator-optimized families (a2, a3, a4, g2, g4) and their GPUs are not derived.
+#   untested: TPUs (no Vertex AI TPU price and Cloud TPU pair was found) and spot (every pair is on demand; Compute
+#     Engine's spot prices move up to once a day).
+VERTEX_AGAINST = ("the 1.15 rule is not applied to it: the rule holds for n1 machines and the GPUs they carry, "
+                  "while Vertex AI's H100 ($9.79655057) is 1.0 x a Compute Engine H100 row and its L4 and g2 "
+                  "quotes are 1.2-1.4 x Compute Engine's")
+VERTEX_TPU = "no Vertex AI TPU price was found to test the 1.15 rule on"
+VERTEX_SPOT = ("no source gives Vertex AI spot prices, and the 1.15 rule is not applied to spot: its evidence is on "
+               "demand only (and Compute Engine's spot prices move up to once a day)")
 
 _US = ("us-central1", "us-east1", "us-west1")  # the three regions share one price in every row below that names them
 
@@ -188,6 +224,24 @@ COMPUTE_MACHINES: Rows = {
     "a2-ultragpu-8g": {
         "asia-southeast1": (10.85126, 4.99032), "europe-west4": (9.68403, 3.78624),
         "us-central1": (8.79698, 4.39824), "us-east4": (9.90664, 3.96904)},
+    # a3: the VM without its GPUs (read 2026-11-28); the H100/H200 rows are not taken (COMPUTE_NOT_TAKEN)
+    "a3-highgpu-8g": {
+        "asia-east1": (10.95381, 2.74269), "asia-northeast1": (12.14861, 3.04013), "asia-south1": (9.83846, 2.25285),
+        "asia-south2": (11.36248, 2.59792), "asia-southeast1": (11.67088, 2.79032),
+        "australia-southeast1": (11.82508, 2.49496), "europe-north1": (10.41647, 1.61762),
+        "europe-west1": (10.41647, 2.38181), "europe-west3": (11.16287, 2.55632), "europe-west4": (9.93306, 2.27469),
+        "europe-west9": (10.97367, 2.25971), "us-central1": (9.46006, 2.88933), "us-east4": (9.46006, 2.15966),
+        "us-east5": (10.65487, 2.32627), "us-west1": (9.46006, 2.88933), "us-west4": (10.65487, 2.43734)},
+    "a3-megagpu-8g": {
+        "asia-east1": (10.95381, 2.74269), "asia-northeast1": (12.14861, 3.04013),
+        "asia-southeast1": (11.67088, 2.79032), "australia-southeast1": (11.82508, 2.49496),
+        "europe-north1": (10.41647, 1.61762), "europe-west1": (10.41647, 2.38181), "europe-west3": (11.16287, 2.55632),
+        "europe-west4": (9.93306, 2.27469), "us-central1": (9.46006, 2.88933), "us-east4": (9.46006, 2.15966),
+        "us-east5": (10.65487, 2.32627), "us-west1": (9.46006, 2.88933), "us-west4": (10.65487, 2.43734)},
+    "a3-ultragpu-8g": {
+        "asia-south1": (12.75664, 2.92129), "asia-south2": (14.73269, 3.36872), "europe-west1": (13.50609, 3.08825),
+        "europe-west4": (12.8793, 2.94949), "us-central1": (12.266, 3.74713), "us-east4": (12.266, 2.80034),
+        "us-east5": (13.81519, 3.01627), "us-south1": (14.47387, 3.15354), "us-west1": (12.266, 3.74713)},
 }
 
 COMPUTE_ACCELERATORS: Rows = {
@@ -210,4 +264,27 @@ COMPUTE_ACCELERATORS: Rows = {
     "NVIDIA_TESLA_A100": {
         "asia-northeast1": (1.70586, 1.2307), "asia-southeast1": (1.70586, 1.4261),
         "europe-west4": (1.61365, 1.1691), **_us(2.93391, 1.4341), "us-west4": (3.10156, 1.2406)},
+}
+
+# What skypilot-v8 has but the table does not take, and why (the estimate says it). Names the source has no row for at
+# all (the GB200, the RTX PRO 6000, the a4x and g4 machines) need no entry: the lookups say "no row". Every TPU and
+# TPU machine gets TPU_NOT_COMPUTE.
+TPU_NOT_COMPUTE = ("Cloud TPU, not Compute Engine, bills TPUs (skypilot-v8's tpu-v2-8 row: $4.50 a device-hour in "
+            "us-central1; tpu-v5litepod-1: $1.20 a chip-hour) and the kubernetes target runs no TPU pools")
+COMPUTE_NOT_TAKEN = {
+    "NVIDIA_TESLA_K80": "it has no K80 rows (retired)",
+    "NVIDIA_A100_80GB": "its one-GPU rows have spot above on demand (us-central1: $1.964 vs $1.8462) and us-east5's "
+                        "is 2.4 x us-central1's",
+    "NVIDIA_H100_80GB": "its one-GPU row is $4.20076 in us-central1 but $9.79655 in us-east4 and $12.73552 in "
+                        "europe-west4 (4 x H100: $16.80 in us-central1, $39.19 in us-east4)",
+    "NVIDIA_H100_MEGA_80GB": "its 8-GPU row is $82.75421 in us-central1 but $35.39149 in asia-southeast1 and "
+                             "$107.58048 in europe-west4",
+    "NVIDIA_H200_141GB": "its 8-GPU row is $74.49392 in us-central1 but $36.60258 in europe-west4, where spot "
+                         "($39.1096) is above on demand",
+    "NVIDIA_B200": "its 8-GPU row is $90.216 in us-central1 but $64.44 in us-east4, and a4-highgpu-8g's VM row is $0",
+    "a4-highgpu-8g": "its VM row is $0 (the B200 rows carry the VM) and those B200 rows disagree by region",
+    "cloud-tpu": TPU_NOT_COMPUTE,
+    "TPU_V2": TPU_NOT_COMPUTE,
+    "TPU_V3": TPU_NOT_COMPUTE,
+    "TPU_V5_LITEPOD": TPU_NOT_COMPUTE,
 }

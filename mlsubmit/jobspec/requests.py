@@ -69,6 +69,11 @@ def reject_spot_for_legacy(spec: JobSpec) -> None:
     if spec.spot:
         raise UsageError("invalid option for legacy AI Platform: --spot (it has no spot capacity; Vertex AI runs "
                          "custom jobs on spot VMs with scheduling.strategy SPOT)", hint="drop --spot, or use --api vertex")
+    given = spec.capacity.given()
+    if given:
+        raise UsageError(f"invalid option for legacy AI Platform: {given[0]} (it has no FLEX_START, reservations or "
+                         "retry settings; Vertex AI's scheduling and machineSpec have them)",
+                         hint=f"drop {given[0]}, or use --api vertex")
 
 
 def reject_env_for_legacy(spec: JobSpec) -> None:
@@ -173,7 +178,7 @@ def vertex_pools(spec: JobSpec) -> tuple[dict[str, tuple[str, str | None, int, i
         pools[role] = (name, accelerator, count, pool.replica_count)
     roles = choose.vertex_roles(spec)  # the one place that says which pool becomes pool 0
     if roles.get("chief") != "chief":
-        notes.append(f"chief: Vertex AI runs the program on the TPU VM (pool 0); the legacy master "
+        notes.append(f"chief: Vertex AI runs the program on the TPU VM (pool 0); the chief's "
                      f"{pools['chief'][0]} is dropped")
     return {role: pools[source] for role, source in roles.items()}, notes
 
@@ -189,8 +194,13 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
             continue
         machine, accelerator, count, replicas = pools[role]
         machine_spec: dict[str, Any] = {"machineType": machine}
-        if accelerator:
+        topology = machines.MACHINES[machine].tpu_topology
+        if topology:  # a TPU VM names its slice, not an accelerator ("Configure compute resources": TPU v5e)
+            machine_spec["tpuTopology"] = topology
+        elif accelerator:
             machine_spec.update(acceleratorType=accelerator, acceleratorCount=count)
+        if spec.capacity.reservation is not None and _reserved(spec, pools, role):
+            machine_spec["reservationAffinity"] = spec.capacity.reservation.body()
         pool: dict[str, Any] = {"machineSpec": machine_spec, "replicaCount": str(replicas)}
         if _boot_disk(spec, role):
             pool["diskSpec"] = _boot_disk(spec, role)
@@ -212,11 +222,19 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
     scheduling = {"timeout": spec.timeout} if spec.timeout else {}
     if spec.spot:
         scheduling["strategy"] = "SPOT"
+    scheduling.update(spec.capacity.scheduling())
     if scheduling:
         document["scheduling"] = scheduling
     if spec.network:
         document["network"] = spec.network
     return document
+
+
+def _reserved(spec: JobSpec, pools: dict[str, tuple[str, str | None, int, int]], role: str) -> bool:
+    """Whether `role`'s pool draws from the reservation: the pools with accelerators (a reservation holds the GPU
+    machines), or every pool when none has any."""
+    with_accelerators = [r for r, (_, accelerator, _, _) in pools.items() if accelerator]
+    return role in with_accelerators or not with_accelerators
 
 
 def _container(spec: JobSpec, role: str) -> dict[str, Any] | None:

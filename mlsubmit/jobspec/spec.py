@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlsubmit.jobspec import limits, machines
+from mlsubmit.jobspec.scheduling import Capacity
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 
 TARGETS = ("cloud", "local")  # cloud: Vertex AI / AI Platform (gs:// paths); local: this machine
@@ -87,7 +88,8 @@ class Pool:
         machine_type: a name from machines.MACHINES (cloud_tpu is stored as cloud-tpu).
         replica_count: number of replicas (the chief always has 1).
         accelerator_type, accelerator_count: attached accelerators; legacy machine types carry theirs
-            implicitly and keep these empty (see `accelerator`).
+            implicitly and keep these empty, and machines whose name fixes them (a2/a3/a4/g2/g4, TPU v5e VMs)
+            may (see `accelerator`). A TPU's count is its slice's chips or cores.
     """
 
     role: str
@@ -106,7 +108,7 @@ class Pool:
         if self.role == "chief" and self.replica_count != 1:
             raise invalid_value("chief count", self.replica_count, "1 (Vertex AI pool 0 has exactly one replica)")
         if self.accelerator_type is None and not self.accelerator_count:
-            if machine.family == "tpu":
+            if machine.family == "tpu" and not machine.fixed:  # cloud-tpu; a TPU VM type brings its chips
                 raise UsageError(f"invalid {words} accelerators: {machine.name} needs TPU_V2 or TPU_V3 x "
                                  f"{machines.TPU_CORES}", hint="add --gpu-type TPU_V2 --gpus 8")
             return
@@ -133,8 +135,14 @@ class Pool:
             message = (f"invalid {words} accelerators: {machine.name} cannot carry {accelerator.name}; "
                        f"accelerators it carries: {kinds}")
         fitting = machines.carriers(accelerator.name, count)[:3]
-        if accelerator.kind == "tpu":
-            hint = "TPUs run on one cloud-tpu worker: --worker-machine-type cloud-tpu --workers 1"
+        slices = {m.name: m.accelerators[accelerator.name] for m in machines.MACHINES.values()
+                  if accelerator.name in m.accelerators}
+        if accelerator.kind == "tpu" and (fitting or len(slices) == 1):
+            tpu = (fitting or list(slices))[0]
+            hint = f"TPUs run on one {tpu} worker: --worker-machine-type {tpu} --workers 1"
+        elif accelerator.kind == "tpu":
+            hint = (f"{accelerator.name} slices mlsubmit runs, on one worker VM: "
+                    + ", ".join(f"{m} {'/'.join(map(str, c))}" for m, c in slices.items()))
         else:
             hint = f"machines that carry {count} {accelerator.name}: {', '.join(fitting)}" if fitting else None
         raise UsageError(message, hint=hint)
@@ -149,6 +157,11 @@ class Pool:
     @property
     def machine(self) -> machines.MachineType:
         return machines.MACHINES[self.machine_type]
+
+    @property
+    def tpu_topology(self) -> str | None:
+        """The slice of a TPU VM pool ("2x2" on ct5lp-hightpu-4t): Vertex AI's machineSpec.tpuTopology; else None."""
+        return self.machine.tpu_topology
 
     @property
     def accelerator_kind(self) -> str:
@@ -179,6 +192,7 @@ class JobSpec:
         network: the VPC network the job is peered with (projects/NUMBER/global/networks/NAME).
         spot: run on spot (preemptible) capacity: Vertex AI scheduling.strategy SPOT; on Kubernetes the pods get
             `spot_node_selector` (GKE spot nodes). The job resumes from its backup after a preemption.
+        capacity: how the job waits for capacity or draws it from a reservation (mlsubmit.jobspec.scheduling).
         target: "cloud" (job dir and packages must be gs://) or "local".
     """
 
@@ -206,6 +220,7 @@ class JobSpec:
     network: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     spot: bool = False
+    capacity: Capacity = Capacity()
 
     def __post_init__(self) -> None:
         for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env"):
@@ -257,10 +272,15 @@ class JobSpec:
             if role != "worker":
                 raise UsageError(f"invalid {ROLE_WORDS[role]} machine type: {pool.machine_type} only serves as "
                                  f"the one TPU worker; the chief is never a TPU",
-                                 hint="use --worker-machine-type cloud-tpu --workers 1")
+                                 hint=f"use --worker-machine-type {pool.machine_type} --workers 1")
             if pool.replica_count != 1:
-                raise invalid_value("workers count", pool.replica_count, "1 with a cloud-tpu worker (one TPU "
-                                    "worker per job)")
+                raise invalid_value("workers count", pool.replica_count, f"1 with a {pool.machine_type} worker (one "
+                                    "TPU worker per job)")
+            others = [ROLE_WORDS[r] for r in pools if r not in ("chief", "worker")]
+            if pool.tpu_topology and others:  # configure-compute: a TPU VM job has a single worker pool
+                raise UsageError(f"invalid cluster: a {pool.machine_type} TPU VM job runs in one worker pool on "
+                                 f"Vertex AI; received {' and '.join(others)} too",
+                                 hint="drop --ps and --evaluators")
 
     # -- program and job -----------------------------------------------------------------------------------
     def _check_program(self) -> None:
@@ -319,6 +339,9 @@ class JobSpec:
                                     "at most 63 characters")
         if self.max_runtime_seconds is not None:
             whole_number(self.max_runtime_seconds, "--max-runtime", minimum=1)
+        if not isinstance(self.capacity, Capacity):
+            raise invalid_value("capacity", self.capacity, "a mlsubmit.jobspec.scheduling.Capacity")
+        self.capacity.check(self)
         if len(self.env) > limits.MAX_ENV:
             raise invalid_value("--env", f"{len(self.env)} variables", f"at most {limits.MAX_ENV} (the API's limit)",
                                 hint="pass settings to the trainer in one file or argument instead")

@@ -19,6 +19,7 @@ from typing import Any
 
 from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+from mlsubmit.jobspec.scheduling import Capacity, parse_wait
 from mlsubmit.jobspec.spec import JobSpec, Pool, whole_number
 
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")  # ASCII digits only
@@ -66,6 +67,11 @@ class SpecDraft:
     network: str | None = None
     env: tuple[tuple[str, str], ...] | None = None
     spot: bool | None = None  # scheduling.strategy SPOT / --spot
+    flex_start: bool | None = None  # scheduling.strategy FLEX_START / --flex-start
+    max_wait: Any = None  # scheduling.maxWaitDuration / --max-wait-duration
+    reservation: Any = None  # a scheduling.Reservation (machineSpec.reservationAffinity)
+    disable_retries: bool | None = None
+    restart_job_on_worker_restart: bool | None = None
     names: dict[str, str] = field(default_factory=dict)
 
     def name(self, key: str, default: str) -> str:
@@ -107,7 +113,9 @@ FLAG_NAMES = {"tier": "--tier", "chief.machine_type": "--machine-type", "chief.a
               "chief.accelerator_type": "--gpu-type", "worker.count": "--workers",
               "worker.machine_type": "--worker-machine-type", "ps.count": "--ps",
               "ps.machine_type": "--ps-machine-type", "evaluator.count": "--evaluators",
-              "max_runtime": "--max-runtime"}
+              "max_runtime": "--max-runtime", "max_wait": "--max-wait-duration", "flex_start": "--flex-start",
+              "reservation": "--reservation-affinity", "disable_retries": "--disable-retries",
+              "restart_job_on_worker_restart": "--restart-job-on-worker-restart"}
 
 
 def merge(base: SpecDraft, override: SpecDraft) -> SpecDraft:
@@ -238,7 +246,19 @@ def _job_spec(draft: SpecDraft, tier: str, pools: dict, labels: tuple, target: s
         target=target, python_version=draft.python_version, container_image=draft.container_image,
         container_command=tuple(draft.container_command or ()), pool_images=tuple(draft.pool_images or ()),
         boot_disks=tuple(draft.boot_disks or ()), network=draft.network, spot=bool(draft.spot),
+        capacity=_capacity(draft),
     )
+
+
+def _capacity(draft: SpecDraft) -> Capacity:
+    names = {key: draft.name(key, FLAG_NAMES[key]) for key in ("flex_start", "reservation", "disable_retries",
+                                                               "restart_job_on_worker_restart")}
+    names["max_wait_seconds"] = draft.name("max_wait", "--max-wait-duration")
+    return Capacity(flex_start=bool(draft.flex_start),
+                    max_wait_seconds=None if draft.max_wait is None else parse_wait(draft.max_wait,
+                                                                                    names["max_wait_seconds"]),
+                    reservation=draft.reservation, disable_retries=bool(draft.disable_retries),
+                    restart_job_on_worker_restart=bool(draft.restart_job_on_worker_restart), names=names)
 
 
 def _custom_pools(draft: SpecDraft) -> dict[str, Pool | None]:

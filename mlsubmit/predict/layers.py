@@ -55,8 +55,10 @@ def _config_json(model_file: Path):
         return None
     try:
         with zipfile.ZipFile(model_file) as archive:
-            return json.loads(archive.read("config.json"))
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError):
+            config = json.loads(archive.read("config.json"))
+        list(_layer_configs(config))  # walked once here: a config nested beyond recursion is not a model's
+        return config
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, RecursionError):
         return None
 
 

@@ -82,6 +82,8 @@ def parse_manifest(job_dir: str, text: bytes | str) -> list[Entry]:
         if len(manifest["files"]) > MAX_MANIFEST_FILES:
             raise ValueError(f"it lists {len(manifest['files']):,} files; expected at most {MAX_MANIFEST_FILES:,}")
         entries = [Entry(str(f["path"]), int(f["size"]), str(f["sha256"]).lower()) for f in manifest["files"]]
+    except RecursionError:
+        raise _corrupt(job_dir, f"{MANIFEST} cannot be read (nested too deeply to be a manifest)") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _corrupt(job_dir, f"{MANIFEST} cannot be read ({exc})") from None
     for entry in entries:
@@ -125,6 +127,8 @@ def _pick(job_dir: str, files: dict[str, Path]) -> tuple[Path, dict | None]:
         _check_json_size(job_dir, METRICS, files[METRICS].stat().st_size)
         try:
             metrics = json.loads(files[METRICS].read_text())
+        except RecursionError:
+            raise _corrupt(job_dir, f"{METRICS} is nested too deeply to be a trainer's metrics") from None
         except ValueError as exc:
             raise _corrupt(job_dir, f"{METRICS} is not JSON ({exc})") from None
     return model, metrics

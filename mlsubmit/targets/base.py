@@ -154,7 +154,11 @@ class Target(abc.ABC):
     def resolve(self, job: str) -> str:
         """The resource name of `job` (an id or a resource name)."""
         job = job.strip()
-        return job if job.startswith("projects/") else f"{self.parent}/{self.collection}/{job}"
+        if job.startswith("projects/"):
+            if f"/{self.collection}/" not in job:  # a resource of another kind: this service has no such job
+                raise self.unknown(job)
+            return job
+        return f"{self.parent}/{self.collection}/{job}"
 
     # -- shared -----------------------------------------------------------------------------------------------
     @property

@@ -1,7 +1,8 @@
 """Sending API requests: each request once, transient failures retried with backoff, errors in the user's terms.
 
 `send(request, op)` executes one googleapiclient request and translates what went wrong:
-- 429, 5xx and requests that got no answer → `Transient` (the caller decides whether repeating is safe);
+- 429, 5xx and requests that got no answer → `Transient` (the caller decides whether repeating is safe), except a
+  429 RESOURCE_EXHAUSTED for a quota ("… exceed quota limits"), which waiting does not cure → `QuotaExceeded`;
 - 409 → `Conflict`, 404 → `NotFound` (the targets turn them into what they mean for the call);
 - 401 → no valid credentials; 403 → the permission (and role) the call needs on which resource, or the API
   to enable; 400 → the service's own words: all `UsageError` (exit 2).
@@ -12,6 +13,7 @@ retry policy's deadline passes. Creates are not safe to repeat blindly: see the 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from mlsubmit.errors import OperationFailed, UsageError
 from mlsubmit.cloud.storage import RetryPolicy
 
 TRANSIENT_STATUSES = (408, 429, 500, 502, 503, 504)
+QUOTA_MESSAGE = re.compile(r"exceed(s|ed)? quota limits?", re.IGNORECASE)  # a quota, not a rate limit
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,12 @@ class Op:
     permission: str
     role: str
     service: str
+
+
+class QuotaExceeded(OperationFailed):
+    """The service refused the request for the project's quota (429 RESOURCE_EXHAUSTED, "The following quota
+    metrics exceed quota limits: …"): retrying the same request does not help; another region or machine may
+    (mlsubmit.cloud.failover)."""
 
 
 class Transient(Exception):
@@ -78,6 +87,13 @@ def send(request: Any, op: Op) -> dict[str, Any]:
     except HttpError as err:
         code = err.resp.status
         status, message = _status(err)
+        if code == 429 and QUOTA_MESSAGE.search(message):
+            refused_for_quota = QuotaExceeded(f"cannot {op.what}: the quota is exhausted (429 "
+                                              f"{status or 'RESOURCE_EXHAUSTED'}): {_short(message).rstrip('.')}",
+                                              hint="ask for more quota (console: IAM & Admin > Quotas), or fail "
+                                                   "over: --alternative region=…,machine-type=…")
+            refused_for_quota.detail = _short(message)  # type: ignore[attr-defined]
+            raise refused_for_quota from None
         if code in TRANSIENT_STATUSES:
             raise Transient(f"HTTP {code} {status or ''} {_short(message)}".replace("  ", " "), answered=True) \
                 from None
