@@ -232,12 +232,11 @@ def test_refused_accelerators_are_refused_whichever_way_they_come():
 
 
 def test_the_emulator_reads_a_tpu_vm_body_back_as_one_tpu_worker_that_runs_the_program():
-    """Vertex AI runs the program on the TPU VM (pool 0): the emulator plans one replica, and reads the pool back as
-    the job's TPU worker (the chief mlsubmit drops on Vertex AI comes back as the default CPU machine)."""
+    """Vertex AI runs the program on the TPU VM (pool 0) alone: the emulator plans that one replica (the chief of its
+    cluster) and knows it stands in for a TPU VM."""
     spec = build_spec(_tpu_job(job_name="v5e", job_dir="gs://bkt/v5e", package_uris=("gs://bkt/p/t-0.1.tar.gz",),
                                executor_image="tensorflow/tensorflow:2.21.0"))
     body = requests.vertex_custom_job(spec)
     plan = vertex_plan(body, "p", "us-west1", "1")
     assert [replica.task for replica in plan.replicas] == ["workerpool0-0"]
-    assert plan.spec.pools["worker"].machine_type == "ct5lp-hightpu-4t"
-    assert plan.spec.pools["worker"].accelerator == ("TPU_V5_LITEPOD", 4)
+    assert plan.tpu == "ct5lp-hightpu-4t" and list(plan.spec.pools) == ["chief"]

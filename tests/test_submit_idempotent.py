@@ -65,8 +65,9 @@ def test_running_the_same_submission_again_finds_its_job_and_a_new_request_id_ma
 
 def test_a_create_whose_answer_and_look_ups_are_lost_says_how_to_check_and_a_rerun_finds_the_job(cloud, task_project):
     cloud.emulator.arm_faults(drop_create_response=1, path="customJobs")
-    cloud.emulator.arm_faults(status=503, count=10000, method="GET", path="customJobs", skip=1)  # after the
-    lost = submit(cloud, task_project, MLSUBMIT_RETRY_DEADLINE="1")  # look-up before the create: every one fails
+    # after the look-ups before the upload (does the service answer?) and before the create: every one fails
+    cloud.emulator.arm_faults(status=503, count=10000, method="GET", path="customJobs", skip=2)
+    lost = submit(cloud, task_project, MLSUBMIT_RETRY_DEADLINE="1")
     cloud.emulator.admin("DELETE", "faults")
     assert lost.code == 1, lost.stderr
     error = lost.stderr.strip().splitlines()[-1]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import urllib.parse
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -51,7 +52,7 @@ def _bucket(value: str) -> str:
 
 
 def _say_ready(endpoint: str, gcs: str, started_gcs: bool, data_dir: Optional[str], max_running: int,
-               buckets: tuple[str, ...] = ()) -> None:
+               buckets: tuple[str, ...] = (), capacity: Any = None) -> None:
     typer.echo(f"Training-service emulator on {endpoint} ({_APIS})")
     typer.echo(f"Cloud Storage: {gcs}" + (" (fake-gcs-server started by mlsubmit, in memory)" if started_gcs else "")
                + (f"; bucket(s) {', '.join(f'gs://{b}' for b in buckets)}" if buckets else ""))
@@ -65,6 +66,11 @@ def _say_ready(endpoint: str, gcs: str, started_gcs: bool, data_dir: Optional[st
         typer.echo(f"  export {name}={value}")
     typer.echo(f'or from Python: googleapiclient.discovery.build("aiplatform", "v1", static_discovery=True, '
                f'credentials=AnonymousCredentials(), client_options={{"api_endpoint": "{endpoint}"}})')
+    rules = capacity.describe() if capacity is not None else {}
+    if any(rules.values()):
+        said = [f"no quota in {', '.join(rules['quota'])}" if rules["quota"] else "",
+                f"no machines in {', '.join(rules['stockout'])}" if rules["stockout"] else ""]
+        typer.echo(f"Capacity: {'; '.join(s for s in said if s)} (GET|POST|DELETE {endpoint}/emulator/v1/capacity)")
     typer.echo("Any bearer token is accepted. Ctrl-C stops the emulator and every job it runs.", nl=True)
     sys.stdout.flush()
 
@@ -133,7 +139,8 @@ def emulator_command(
     kube = _start_kube(_port(kube_port, "--kube-port")) if kube_port is not None else None
     try:
         serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
-              data_dir=data_dir, max_running=max_running, buckets=buckets, ready=_say_ready, log_requests=not quiet,
+              data_dir=data_dir, max_running=max_running, buckets=buckets,
+              ready=functools.partial(_say_ready, capacity=capacity), log_requests=not quiet,
               preempt_spot=(preempt_spot_after, preempt_spot_times), capacity=capacity)
     finally:
         if kube is not None:

