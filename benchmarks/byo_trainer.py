@@ -38,7 +38,10 @@ def seconds_to_first_line(cmd: list[str], cwd: Path, env: dict) -> tuple[float, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one repeat: that the benchmark runs")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     gcloud = shutil.which("gcloud")
     if gcloud is None:
         raise SystemExit("gcloud is not on PATH")

@@ -59,7 +59,9 @@ def heavy_modules(cmd: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
-    runs = parser.parse_args().runs
+    parser.add_argument("--quick", action="store_true", help="one run each: that the benchmark runs (the suite)")
+    options = parser.parse_args()
+    runs = 1 if options.quick else options.runs
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in CASES}
     for name, cmd in CASES.items():  # warm the file cache and .pyc files
         run_once(cmd)

@@ -29,7 +29,10 @@ def timed(cmd: list[str]) -> float:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="one repeat: that the benchmark runs (the suite)")
     args = p.parse_args()
+    if args.quick:
+        args.repeats = 1
     base, ours = [], []
     for _ in range(args.repeats):
         base.append(timed([sys.executable, "-c", "import tensorflow, keras"]))

@@ -32,6 +32,15 @@ from mlsubmit.jobspec.spec import JobSpec, Pool  # noqa: E402
 PARENT = "projects/bench-project/locations/us-central1"
 
 
+def job_python(home: Path) -> Path:
+    """The python of the environment the emulator installed the job's package into (an image's job environment,
+    or an isolated venv): the one whose site-packages hold tinypkg."""
+    for installed in sorted(home.rglob("tinypkg-*.dist-info"), key=lambda p: p.stat().st_mtime, reverse=True):
+        root = next(parent for parent in installed.parents if (parent / "bin" / "python").exists())
+        return root / "bin" / "python"
+    raise SystemExit(f"no environment under {home} holds the benchmark's package")
+
+
 def job_seconds(emulator: TrainingEmulator, uri: str) -> tuple[float, str]:
     """Wall seconds from create to SUCCEEDED as a client sees it (polling every 20 ms), and the job name."""
     body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="bench",
@@ -50,14 +59,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="1 job, 20 requests: that it runs (the suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.requests = 1, 20
     with tempfile.TemporaryDirectory() as tmp, GcsEmulator() as gcs:
         gcs.create_bucket("bench")
         uri = stage_package(make_project(Path(tmp) / "proj", task=TASK_PY), gcs.endpoint, "bench")
         with TrainingEmulator(gcs_endpoint=gcs.endpoint, home=Path(tmp) / "home", extra_args=("--quiet",)) as emu:
             first, _ = job_seconds(emu, uri)  # fetches the package and builds the venv
             through = [job_seconds(emu, uri)[0] for _ in range(args.jobs)]
-            python = next((Path(tmp) / "home" / "venvs").glob("*/bin/python"))
+            python = job_python(Path(tmp) / "home")
             env = {**os.environ, "TF_CONFIG": "{}", "PYTHONSAFEPATH": "1"}
             direct = []
             for _ in range(args.jobs):

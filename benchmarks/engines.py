@@ -54,7 +54,10 @@ def main() -> None:
     parser.add_argument("--engines", default="dask,ray,spark")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="dask only, one repeat: that the benchmark runs")
     args = parser.parse_args()
+    if args.quick:
+        args.engines, args.repeats = "dask", 1
     replicas = args.workers + 1
     results: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mlsubmit-bench-engines-") as tmp:

@@ -55,7 +55,10 @@ def main() -> int:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--precision", default="float32,mixed_bfloat16,mixed_float16")
     p.add_argument("--json", default="keras_jax_gpu.json")
+    p.add_argument("--quick", action="store_true", help="512 samples, 2 epochs, float32: that it runs (any device)")
     args = p.parse_args()
+    if args.quick:
+        args.samples, args.epochs, args.precision = 512, 2, "float32"
     import jax
     import keras
 

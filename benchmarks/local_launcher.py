@@ -40,7 +40,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="2 replicas, one repeat: that it runs (the suite)")
     options = parser.parse_args()
+    if options.quick:
+        options.replicas, options.repeats = 2, 1
     with tempfile.TemporaryDirectory(prefix="launcher-bench-") as tmp:
         tmp = Path(tmp)
         (tmp / "pkg").mkdir()

@@ -50,7 +50,10 @@ def seconds_to_first_step(cmd: list[str], cwd: Path, env: dict,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="one repeat: that the benchmark runs")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     work = Path(tempfile.mkdtemp(prefix="mlsubmit-bench-"))
     env = {**os.environ, "NO_COLOR": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     plain = [sys.executable, "-m", "trainer.task", *TRAINER_ARGS]

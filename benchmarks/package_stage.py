@@ -53,7 +53,10 @@ def baseline_once(project: Path, out: Path, bucket: str, job: str) -> tuple[Path
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="two repeats: that the benchmark runs (the suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 2
     work = Path(tempfile.mkdtemp(prefix="bench-package-"))
     project = work / "project"
     shutil.copytree(ROOT / "trainer", project / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

@@ -91,7 +91,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[25_000, 100_000])
     parser.add_argument("--batch-size", default="auto")
+    parser.add_argument("--quick", action="store_true", help="2,000 rows: that the benchmark runs (the suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.rows = [2_000]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor() or platform.machine())

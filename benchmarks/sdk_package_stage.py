@@ -35,7 +35,10 @@ from mlsubmit.packaging.setup_meta import read_setup_py  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one repeat: that the benchmark runs")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     try:
         from google.auth.credentials import AnonymousCredentials
         from google.cloud.aiplatform.utils.source_utils import _TrainingScriptPythonPackager

@@ -12,6 +12,11 @@ Both submit the bundled trainer (26 files) to a `mlsubmit emulator` this script 
 fake-gcs-server); every accepted job is cancelled at once, untimed, so no training competes for the CPU.
 
     .venv/bin/python benchmarks/submit.py [--jobs 50] [--repeats 3]
+    .venv/bin/python benchmarks/submit.py --quick        # 3 jobs, 1 repeat: that it runs (the suite runs this)
+
+Every mlsubmit row runs with the caller's MLSUBMIT_HOME (its image environments, as a user's second submission
+finds them), the CLI and the Python API alike; each submission is a new one (its own --request-id), so a re-run
+never finds an earlier, cancelled job. The temporary folder (the emulator's home, the project copy) is removed.
 
 Prints: first submission (nothing staged yet), resubmission of an unchanged package (median), N submissions
 in a row (a sweep), each beside the baseline with the ratio, and the bytes each sends.
@@ -58,7 +63,9 @@ def baseline_once(bucket: str, project: str, endpoint: str, source: str) -> None
     jobs = build("aiplatform", "v1", static_discovery=True, credentials=AnonymousCredentials(),
                  client_options={"api_endpoint": endpoint}).projects().locations().customJobs()
     pool = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-            "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest",
+            # a prebuilt image the service (and so the emulator) still accepts: every TensorFlow one is past its end
+            # of availability; the job is cancelled at once, never run
+            "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
                                   "packageUris": [f"gs://{bucket}/{name}"], "pythonModule": "trainer.task",
                                   "args": ["--dry-run", f"--job-dir=gs://{bucket}/jobs/{job}"]}}
     body = {"displayName": job, "jobSpec": {"workerPoolSpecs": [pool],
@@ -83,7 +90,7 @@ class Bench:
         self.gcs = re.search(r"Cloud Storage: (http://\S+)", said).group(1)
         self.project = "bench-project"  # a valid project id: the emulator refuses others, as Google does
         self.env = {**os.environ, "MLSUBMIT_API_ENDPOINT": self.endpoint, "STORAGE_EMULATOR_HOST": self.gcs,
-                    "MLSUBMIT_PROJECT": self.project, "MLSUBMIT_REGION": REGION, "MLSUBMIT_HOME": str(work / "cli"),
+                    "MLSUBMIT_PROJECT": self.project, "MLSUBMIT_REGION": REGION,
                     "CLOUDSDK_CONFIG": str(work / "gcloud"), "NO_COLOR": "1"}
         from mlsubmit.cloud.clients import Clients
 
@@ -99,7 +106,14 @@ class Bench:
         return name
 
     def cancel(self, job_id: str) -> None:
-        self.jobs.cancel(name=f"projects/{self.project}/locations/{REGION}/customJobs/{job_id}", body={}).execute()
+        """Cancel an accepted job (untimed); one that already ended is left as it is."""
+        from googleapiclient.errors import HttpError
+
+        try:
+            self.jobs.cancel(name=f"projects/{self.project}/locations/{REGION}/customJobs/{job_id}", body={}).execute()
+        except HttpError as err:
+            if err.resp.status != 400:  # 400 FAILED_PRECONDITION: it ended already
+                raise
 
     def timed(self, command: list[str], **env: str) -> tuple[float, str, str]:
         started = time.perf_counter()
@@ -114,8 +128,9 @@ class Bench:
     def ours(self, bucket: str, *extra: str) -> tuple[float, str]:
         seconds, _, said = self.timed([sys.executable, "-m", "mlsubmit", "train", "--async", "--package-path",
                                        str(self.source / "trainer"), "--staging-bucket", f"gs://{bucket}", *extra,
-                                       "--", "--dry-run"])
-        sent = re.search(r"\((uploaded, [\d,]+ bytes|already staged, 0 bytes sent)\)", said).group(1)
+                                       "--request-id", uuid.uuid4().hex, "--", "--dry-run"])
+        sent = re.search(r"^package \S+ \((uploaded, [\d,]+ bytes|already staged, 0 bytes sent)\)", said,
+                         re.MULTILINE).group(1)  # the trainer's line, not mlsubmit_runtime's
         return seconds, sent
 
     def baseline(self, bucket: str) -> float:
@@ -139,7 +154,8 @@ class Bench:
         accepted = []
         for index in range(jobs):
             spec = JobSpec(region=REGION, args=("--dry-run", "--learning-rate", f"{0.001 * (index + 1):.3f}"))
-            submission = submit.prepare(spec, api="vertex", settings=settings, package_path=self.source / "trainer")
+            submission = submit.prepare(spec, api="vertex", settings=settings, package_path=self.source / "trainer",
+                                        request_key=uuid.uuid4().hex)
             submit.stage(submission, check=index == 0)
             accepted.append(submit.submit(submission, service).job_id)
         seconds = time.perf_counter() - started
@@ -173,11 +189,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="3 jobs, 1 repeat: that the benchmark runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.repeats = 3, 1
     sys.path.insert(0, str(ROOT))
     work = Path(tempfile.mkdtemp(prefix="bench-submit-"))
-    bench = Bench(work)
+    bench = None
     try:
+        bench = Bench(work)
         warm = bench.bucket()  # untimed: pays for first imports and the emulator's first requests
         bench.ours(warm, "--skip-preflight")
         bench.baseline(warm)
@@ -200,7 +220,9 @@ def main() -> int:
         sweep_base = time.perf_counter() - started
         sweep_api = bench.sweep_api(bench.bucket(), args.jobs)
     finally:
-        bench.stop()
+        if bench is not None:
+            bench.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
     print(f"machine: {machine()}; emulator and fake-gcs-server on 127.0.0.1; medians of {args.repeats} "
           f"(resubmission: {max(5, args.repeats)})")

@@ -17,6 +17,7 @@ import os
 import platform
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -41,8 +42,13 @@ def timed_pytest(files: list[str], extra: list[str]) -> tuple[float, str, str]:
     """(wall seconds, pytest's last line, the load average when it started) of one `pytest -n 0` run."""
     load = "%.1f %.1f %.1f" % os.getloadavg()
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *files, *extra],
-                          cwd=ROOT, capture_output=True, text=True)
+    # a session of its own: run from inside a test session, the inner one would take the outer one's processes
+    # (this script among them) for its own leftovers (tests/support/leftovers.py) and stop them
+    env = {k: v for k, v in os.environ.items() if k not in ("MLSUBMIT_TEST_SESSION", "PYTEST_XDIST_WORKER")}
+    with tempfile.TemporaryDirectory(prefix="bench-test-files-") as scratch:  # its tmp_path folders, removed after
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                               "--basetemp", str(Path(scratch) / "pytest"), *files, *extra],
+                              cwd=ROOT, capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
     last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     return wall, last, load
@@ -55,7 +61,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--base", default="main", help="the git ref whose versions are the baseline")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each; the order alternates run by run")
     parser.add_argument("--current-first", action="store_true", help="start with the current files")
+    parser.add_argument("--quick", action="store_true", help="one run of each: that the benchmark runs")
     args = parser.parse_args(own)
+    if args.quick:
+        args.repeats = 1
     copies = baseline_copies(args.files, args.base)
     print(f"{platform.node()}: {os.cpu_count()} cores; baseline {args.base}; pytest -n 0 {' '.join(extra)}",
           flush=True)

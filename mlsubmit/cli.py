@@ -19,6 +19,15 @@ from mlsubmit.errors import MlsubmitError, from_user_input
 from mlsubmit.usage import one_line
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to mlsubmit: unwinds like Ctrl-C (every `finally` and child-process group runs its cleanup), then one
+    line and exit 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 class _Group(PlainCoercion, TyperGroup):
     """Turns any MlsubmitError raised by a command (and the few OS errors only user input causes:
     errors.from_user_input) into one red line on stderr and its exit code, and click's
@@ -37,6 +46,10 @@ class _Group(PlainCoercion, TyperGroup):
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
+        except Terminated:
+            typer.secho("error: stopped by SIGTERM; nothing half-made was kept; run the command again to start over",
+                        fg="red", err=True)
+            raise typer.Exit(143) from None
         except (MlsubmitError, OSError, UnicodeEncodeError) as err:
             error = err if isinstance(err, MlsubmitError) else from_user_input(err)
             if error is None:
@@ -85,4 +98,7 @@ _register_commands()
 
 
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)  # the runners and the emulator put their own in place while they run
     sys.exit(app(standalone_mode=True))

@@ -94,3 +94,63 @@ def test_two_skus_that_disagree_give_no_price():
             _sku("Nvidia Tesla T4 GPU running in Iowa", "OnDemand", ["us-central1"], 360000000, group="GPU")]
     table, _ = tool.parse(skus, "vertex", ["us-central1"], {})
     assert table == {}
+
+
+def _client(*answers):
+    from googleapiclient.discovery import build
+    from googleapiclient.http import HttpMockSequence
+
+    return build("cloudbilling", "v1", static_discovery=True, developerKey="k", http=HttpMockSequence(list(answers)))
+
+
+def _run(tool, tmp_path, capsys, *answers, args=()):
+    out = tmp_path / "prices_billing.py"
+    out.write_text("BILLING = {'kept': 1}\n")
+    code = tool.main(["--output", str(out), *args], client=_client(*answers) if answers else None)
+    return code, capsys.readouterr().err, out.read_text()
+
+
+def test_a_refused_key_malformed_answers_and_a_folder_as_output_are_one_line_and_the_table_is_kept(
+        tmp_path, capsys):
+    tool = _tool()
+    refused = ({"status": "400"}, json.dumps({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                                                         "message": "API key not valid. Please pass a valid API key."}}))
+    code, err, kept = _run(tool, tmp_path, capsys, refused)
+    assert code == 2 and kept == "BILLING = {'kept': 1}\n"
+    assert err.splitlines() == ["error: the Cloud Billing API refused the request (400 INVALID_ARGUMENT: API key not "
+                                "valid. Please pass a valid API key.); check --key (an API key with the Cloud Billing "
+                                "API enabled) or the credentials' project"]
+    not_a_list = ({"status": "200"}, json.dumps({"skus": "all of them"}))
+    code, err, kept = _run(tool, tmp_path, capsys, not_a_list)
+    assert code == 1 and kept == "BILLING = {'kept': 1}\n" and err.count("\n") == 1 and \
+        err.startswith("error: the Cloud Billing API answered services/C7E2-9256-1C43/skus with something that is "
+                       "not a SKU list"), err
+    junk = [_sku("Nvidia Tesla T4 GPU running in Americas", "OnDemand", ["us-central1"], 350000000, group="GPU"),
+            "a string", {"description": "Nvidia Tesla T4 GPU in Iowa", "category": {"usageType": "OnDemand"},
+                         "pricingInfo": [{"pricingExpression": {"usageUnit": "h", "tieredRates": [{}]}}]}]
+    pages = [({"status": "200"}, json.dumps({"skus": junk})), ({"status": "200"}, json.dumps({"skus": []}))]
+    code, err, written = _run(tool, tmp_path, capsys, *pages)
+    assert code == 0 and "NVIDIA_TESLA_T4" in written, err
+    assert "vertex: 1 prices, 2 SKUs skipped (2 malformed)" in err
+    assert "  skipped: MALFORMED 'a string' (TypeError: a str, not an object)" in err  # listed, never dropped silently
+    assert "  skipped: MALFORMED Nvidia Tesla T4 GPU in Iowa (KeyError: 'unitPrice')" in err
+    nothing = [({"status": "200"}, json.dumps({"skus": [junk[1]]})), ({"status": "200"}, json.dumps({"skus": []}))]
+    code, err, kept = _run(tool, tmp_path, capsys, *nothing)
+    assert code == 1 and kept == "BILLING = {'kept': 1}\n"  # an answer understood as nothing never empties the table
+    assert err.splitlines()[-1].startswith("error: no price was understood in the API's answer; ")
+    code = tool.main(["--output", str(tmp_path)], client=_client())
+    assert code == 2 and capsys.readouterr().err.splitlines() == [
+        f"error: invalid value for --output: received {str(tmp_path)!r}; expected a file in an existing folder; "
+        "e.g. --output mlsubmit/jobspec/prices_billing.py"]
+
+
+def test_without_credentials_the_tool_says_how_to_get_them(tmp_path, capsys, monkeypatch):
+    tool = _tool()
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))  # no application-default credentials there
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # and no metadata server to ask
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    code, err, kept = _run(tool, tmp_path, capsys)
+    assert code == 2 and kept == "BILLING = {'kept': 1}\n"
+    assert err.splitlines() == ["error: no credentials for the Cloud Billing API; run `gcloud auth "
+                                "application-default login`, or pass --key API_KEY"]

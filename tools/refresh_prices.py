@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVICES = {"vertex": "C7E2-9256-1C43", "compute": "6F81-5844-456A"}
 N1_GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}
 # description fragment (lower case) -> accelerator; longer fragments first so "a100 80gb" is not read as "a100"
-GPU_NAMES = (("h100 80gb mega", "NVIDIA_H100_MEGA_80GB"), ("h100 mega", "NVIDIA_H100_MEGA_80GB"),
+GPU_NAMES = (("h200", "NVIDIA_H200_141GB"), ("gb200", "NVIDIA_GB200"), ("b200", "NVIDIA_B200"),
+             ("rtx pro 6000", "NVIDIA_RTX_PRO_6000"), ("h100 80gb mega", "NVIDIA_H100_MEGA_80GB"), ("h100 mega", "NVIDIA_H100_MEGA_80GB"),
              ("h100 80gb", "NVIDIA_H100_80GB"), ("h100", "NVIDIA_H100_80GB"),
              ("a100 80gb", "NVIDIA_A100_80GB"), ("tesla a100", "NVIDIA_TESLA_A100"), ("a100", "NVIDIA_TESLA_A100"),
              ("tesla v100", "NVIDIA_TESLA_V100"), ("tesla p100", "NVIDIA_TESLA_P100"), ("tesla p4 ", "NVIDIA_TESLA_P4"),
@@ -83,12 +84,20 @@ def parse(skus: Iterable[dict[str, Any]], catalog: str, regions: Iterable[str],
     parts: dict[tuple, float] = {}
     skipped: list[str] = []
     for sku in skus:
-        kind = classify(sku)
-        usd = usd_per_hour(sku)
-        if kind is None or usd is None:
-            skipped.append(sku.get("description", "?"))
+        try:
+            if not isinstance(sku, dict):
+                raise TypeError(f"a {type(sku).__name__}, not an object")
+            kind = classify(sku)
+            usd = usd_per_hour(sku)
+            regions_of = set(sku.get("serviceRegions") or ())
+        except (KeyError, TypeError, ValueError, AttributeError) as err:  # not the API's shape: named, never guessed
+            what = sku.get("description") or sku.get("name") if isinstance(sku, dict) else None
+            skipped.append(f"MALFORMED {str(what or repr(sku))[:80]} ({type(err).__name__}: {err})")
             continue
-        for region in set(sku.get("serviceRegions") or ()) & wanted:
+        if kind is None or usd is None:
+            skipped.append(str(sku.get("description", "?")))
+            continue
+        for region in regions_of & wanted:
             key = (kind[0], kind[1], region, kind[2])
             if key in parts and parts[key] != usd:  # two SKUs disagree: keep neither, never pick one
                 parts[key] = float("nan")
@@ -117,8 +126,41 @@ def list_skus(client: Any, service: str) -> Iterable[dict[str, Any]]:
     request = client.services().skus().list(parent=f"services/{service}", currencyCode="USD", pageSize=5000)
     while request is not None:
         answer = request.execute()
+        if not isinstance(answer, dict) or not isinstance(answer.get("skus") or [], list):
+            raise Refused(f"the Cloud Billing API answered services/{service}/skus with something that is not a "
+                          f"SKU list ({str(answer)[:80]!r})", "check the API's answer; nothing was written")
         yield from answer.get("skus") or ()
         request = client.services().skus().list_next(request, answer)
+
+
+class Refused(Exception):
+    """One line for the maintainer: what went wrong and what to do; exit code 2 (usage) or 1 (the API)."""
+
+    def __init__(self, message: str, hint: str, code: int = 1):
+        super().__init__(message)
+        self.message, self.hint, self.code = message, hint, code
+
+
+def _api_error(err: Exception) -> Refused:
+    """A failure of the API call in one line: credentials, a refused key, an HTTP error, no network."""
+    name = type(err).__name__
+    if name == "DefaultCredentialsError":
+        return Refused("no credentials for the Cloud Billing API", "run `gcloud auth application-default login`, "
+                       "or pass --key API_KEY", code=2)
+    if name == "HttpError":
+        import json
+
+        try:
+            error = json.loads(err.content.decode("utf-8")).get("error") or {}  # type: ignore[attr-defined]
+            said = f"{error.get('code', err.resp.status)} {error.get('status', '')}: {error.get('message', '')}"  # type: ignore[attr-defined]
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            said = f"{getattr(getattr(err, 'resp', None), 'status', '?')}"
+        first = " ".join(said.split())[:300]
+        return Refused(f"the Cloud Billing API refused the request ({first})",
+                       "check --key (an API key with the Cloud Billing API enabled) or the credentials' project",
+                       code=2 if " 400 " in f" {first} " or first.startswith(("400", "401", "403")) else 1)
+    return Refused(f"cannot reach the Cloud Billing API ({name}: {str(err).splitlines()[0][:200] if str(err) else ''})",
+                   "check the network; nothing was written")
 
 
 def module_text(table: dict[tuple, float], fetched: str) -> str:
@@ -127,6 +169,16 @@ def module_text(table: dict[tuple, float], fetched: str) -> str:
 
 
 def main(argv: list[str] | None = None, client: Any = None) -> int:
+    """Fetch, parse and write; every failure is one line on stderr (`error: …; hint`), and the table is written only
+    when prices were understood (an answer with none never empties it). Exit 0, 1 (the API) or 2 (usage)."""
+    try:
+        return _main(argv, client)
+    except Refused as err:
+        print(f"error: {err.message}; {err.hint}", file=sys.stderr)
+        return err.code
+
+
+def _main(argv: list[str] | None, client: Any) -> int:
     sys.path.insert(0, str(ROOT))
     from mlsubmit.jobspec import machines
 
@@ -135,22 +187,42 @@ def main(argv: list[str] | None = None, client: Any = None) -> int:
     parser.add_argument("--output", default=str(ROOT / "mlsubmit" / "jobspec" / "prices_billing.py"))
     parser.add_argument("--explain", action="store_true", help="list the SKUs that were skipped")
     args = parser.parse_args(argv)
-    if client is None:
-        from googleapiclient.discovery import build
-
-        client = build("cloudbilling", "v1", static_discovery=True, developerKey=args.key)
+    output = Path(args.output)
+    if output.is_dir() or not output.parent.is_dir():
+        raise Refused(f"invalid value for --output: received {args.output!r}; expected a file in an existing folder",
+                      "e.g. --output mlsubmit/jobspec/prices_billing.py", code=2)
     n1 = {name: m.vcpus for name, m in machines.MACHINES.items() if m.family == "n1"}
     table: dict[tuple, float] = {}
-    for catalog, service in SERVICES.items():
-        found, skipped = parse(list_skus(client, service), catalog, machines.REGIONS, n1)
-        table.update(found)
-        print(f"{catalog}: {len(found)} prices, {len(skipped)} SKUs skipped", file=sys.stderr)
-        if args.explain:
-            for description in sorted(set(skipped)):
+    try:
+        if client is None:
+            from googleapiclient.discovery import build
+
+            client = build("cloudbilling", "v1", static_discovery=True, developerKey=args.key)
+        for catalog, service in SERVICES.items():
+            found, skipped = parse(list_skus(client, service), catalog, machines.REGIONS, n1)
+            table.update(found)
+            malformed = [s for s in skipped if s.startswith("MALFORMED ")]
+            print(f"{catalog}: {len(found)} prices, {len(skipped)} SKUs skipped ({len(malformed)} malformed)",
+                  file=sys.stderr)
+            for description in sorted(set(skipped if args.explain else malformed)):
                 print(f"  skipped: {description}", file=sys.stderr)
+    except Refused:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever the client or the transport raised: one line, named
+        raise _api_error(err) from None
+    if not table:
+        raise Refused(f"no price was understood in the API's answer; {output} was not changed",
+                      "run with --explain to see every SKU that was skipped")
     fetched = datetime.date.today().isoformat()
-    Path(args.output).write_text(module_text(table, fetched), encoding="utf-8")
-    print(f"wrote {len(table)} prices to {args.output}", file=sys.stderr)
+    tmp = output.with_name(f".{output.name}.tmp")
+    try:
+        tmp.write_text(module_text(table, fetched), encoding="utf-8")
+        tmp.replace(output)  # complete or not at all
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise Refused(f"cannot write {output} ({err.strerror or err})", "check the path and its permissions",
+                      code=2) from None
+    print(f"wrote {len(table)} prices to {output}", file=sys.stderr)
     return 0
 
 

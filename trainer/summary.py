@@ -30,6 +30,8 @@ def render(result) -> str:
     for name, reason in sorted(m.get("formats_skipped", {}).items()):
         lines.append(f"  not saved    {name}: {reason}")
     files = len(result.manifest["files"]) if result.manifest else 0
-    lines.append(f"  artifacts    {result.job_dir}/ ({files} files; MANIFEST.json written last)")
+    removed = "; a dry run's temporary job dir, removed at exit (give --job-dir to keep them)" \
+        if getattr(result.config, "job_dir_is_temporary", False) else ""
+    lines.append(f"  artifacts    {result.job_dir}/ ({files} files; MANIFEST.json written last{removed})")
     lines.append("─" * 64)
     return "\n".join(lines)

@@ -17,10 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     from mlsubmit_runtime.errors import InputError  # the trainer's TrainerError and the runtime's own
     from trainer.errors import TrainerError
 
+    temporary = None  # a dry run's own job dir (no --job-dir given): removed at the end, whatever happens
     try:
         from trainer.config import parse_config
 
         config = parse_config(argv)
+        temporary = config.job_dir if config.job_dir_is_temporary else None
         from trainer.cluster import from_environment
         from trainer.strategy import uses_cluster_route
 
@@ -47,14 +49,19 @@ def main(argv: list[str] | None = None) -> int:
             from trainer.backend_train import run_on_backend
 
             result = run_on_backend(config, cluster, started)
+        if result is not None:
+            from trainer.summary import render
+
+            print(render(result), flush=True)
+        return 0
     except InputError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return err.exit_code
-    if result is not None:
-        from trainer.summary import render
+    finally:
+        if temporary is not None:
+            import shutil
 
-        print(render(result), flush=True)
-    return 0
+            shutil.rmtree(temporary, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 SECONDS = {  # measured 2026-11-28: 1041 tests in 12 min 10 s on 2 workers (warm image environments)
+    "test_benchmarks.py": 160,  # added 2026-11-28: ten benchmarks in their quick mode
     "test_kube_cluster.py": 137,
     "test_engine_spark.py": 106,
     "test_trainer_training.py": 98,
