@@ -259,3 +259,27 @@ def test_an_h200_job_and_a_tpu_v5e_job_run_in_the_emulator(cloud, task_project):
     assert v5e_job["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "ct5lp-hightpu-4t",
                                                                        "tpuTopology": "2x2"}
     assert {h200_job["state"], v5e_job["state"]} == {"JOB_STATE_SUCCEEDED"}
+
+
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
+@pytest.mark.parametrize("region,args,machine_spec", [
+    ("us-central1", ("--machine-type", "a3-ultragpu-8g"),
+     {"machineType": "a3-ultragpu-8g", "acceleratorType": "NVIDIA_H200_141GB", "acceleratorCount": 8}),
+    ("us-central1", ("--machine-type", "a4-highgpu-8g", "--flex-start"),
+     {"machineType": "a4-highgpu-8g", "acceleratorType": "NVIDIA_B200", "acceleratorCount": 8}),
+    ("us-west1", ("--worker-machine-type", "ct5lp-hightpu-4t", "--workers", "1", "--executor-image",
+                  "tensorflow/tensorflow:2.21.0"), {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"}),
+], ids=["h200", "b200-flex-start", "tpu-v5e"])
+def test_gcloud_creates_the_new_machines_from_mlsubmit_config(region, args, machine_spec, cloud, tmp_path,
+                                                             task_package):
+    from test_byo_trainers import _gcloud
+
+    config = _config(*args, "--region", region, "--package-uris", task_package[1], "--python-module", "tinypkg.task",
+                     "-o", str(tmp_path / "job.yaml"))
+    assert config.exit_code == 0, config.output
+    done = _gcloud(cloud, tmp_path, "ai", "custom-jobs", "create", "--region", region, "--display-name", "new-hw",
+                   "--config", str(tmp_path / "job.yaml"), "--format=json")
+    assert done.returncode == 0, done.stderr
+    created = json.loads(done.stdout)
+    assert created["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == machine_spec
+    assert created["name"].startswith(f"projects/{cloud.project}/locations/{region}/customJobs/")

@@ -18,6 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.errors import TrainerError
 
     temporary = None  # a dry run's own job dir (no --job-dir given): removed at the end, whatever happens
+    import signal
+
+    def stop(signum: int, frame: object) -> None:  # SIGTERM (a stopped job, a preemption): unwind, so every private
+        raise SystemExit(128 + signum)  # temporary folder is removed and the backup stays as last pushed
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         from trainer.config import parse_config
 
