@@ -23,16 +23,8 @@ KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 
 @pytest.fixture(scope="module")
-def kube(tmp_path_factory):
-    server = KubeServer().start()
-    folder = tmp_path_factory.mktemp("kube")
-    config = folder / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "emu",
-        "clusters": [{"name": "emu", "cluster": {"server": server.url}}],
-        "users": [{"name": "emu", "user": {}}],
-        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}]}))
-    server.kubeconfig = config
+def kube():
+    server = KubeServer().start()  # server.kubeconfig: its https address, certificate and token, mode 0600
     yield server
     server.stop()
 
@@ -49,12 +41,13 @@ def _mlsubmit(kube, home, cwd, *args, timeout=300):
 
 
 def _kubectl(kube, *args, timeout=60):
-    return subprocess.run([KUBECTL, "--server", kube.url, *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([KUBECTL, "--kubeconfig", str(kube.kubeconfig), *args], capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def test_the_bundled_trainer_as_chief_and_worker_in_sync(kube, home, tmp_path):
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(ROOT / "trainer"),
-                     "--workers", "1", "--job-name", "sync_job", "--job-dir", "job", "--", "--data",
+                     "--workers", "1", "--job-name", "sync-job", "--job-dir", "job", "--", "--data",
                      "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "job sync-job created in namespace default" in done.stdout
@@ -66,7 +59,7 @@ def test_the_bundled_trainer_as_chief_and_worker_in_sync(kube, home, tmp_path):
     assert re.search(r"job sync-job SUCCEEDED in [\d.]+ s on kubernetes:", done.stdout)
     # a re-run of the same submission makes no second job: it finds this one by its request id
     again = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(ROOT / "trainer"),
-                      "--workers", "1", "--job-name", "sync_job", "--job-dir", "job", "--", "--data",
+                      "--workers", "1", "--job-name", "sync-job", "--job-dir", "job", "--", "--data",
                       "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3")
     assert again.returncode == 0 and "job sync-job found (this submission ran before)" in again.stdout, again.stderr
     jobs = [k for k in kube.store.objects if k[0] == "jobs" and k[2].startswith("sync-job-")]
@@ -85,7 +78,7 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
 
     sdist = _sdist(TRAINERS / "vertex_strict" / "trainer", tmp_path / "dist")
     made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--tier", "CUSTOM", "--workers", "1",
-                     "--job-name", "user_job", "--package-uris", str(sdist), "--", "--output_dir",
+                     "--job-name", "user-job", "--package-uris", str(sdist), "--", "--output_dir",
                      str(tmp_path / "out"))
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout)
@@ -113,7 +106,7 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
     listed = _mlsubmit(kube, home, tmp_path, "jobs", "list", "--api", "kubernetes", "--output", "json")
     assert {"job_id": "user-job", "state": "SUCCEEDED"}.items() <= next(
         j for j in json.loads(listed.stdout) if j["job_id"] == "user-job").items(), listed.stderr
-    read = _mlsubmit(kube, home, tmp_path, "jobs", "logs", "user_job", "--api", "kubernetes", "--task", "worker-0")
+    read = _mlsubmit(kube, home, tmp_path, "jobs", "logs", "user-job", "--api", "kubernetes", "--task", "worker-0")
     assert read.returncode == 0 and "step 5/5" in read.stdout and "chief-0" not in read.stdout, read.stderr
     deleted = _kubectl(kube, "delete", "-f", str(tmp_path / "job.yaml"))
     assert deleted.returncode == 0, deleted.stderr
@@ -127,7 +120,7 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
     env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home), "KUBECONFIG": str(kube.kubeconfig)}
     job = subprocess.Popen([sys.executable, "-m", "mlsubmit", "train", "--target", "kubernetes", "--package-path",
                             str(package), "--module-name", "tinypkg.task", "--ps", "1", "--workers", "1",
-                            "--job-name", "cancel_job", "--", "--forever"], cwd=tmp_path, env=env,
+                            "--job-name", "cancel-job", "--", "--forever"], cwd=tmp_path, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = []
     try:
@@ -139,7 +132,7 @@ def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
         while len(job_processes("cancel-job")) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(job_processes("cancel-job")) >= 3, "".join(out)
-        cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "cancel_job", "--api", "kubernetes")
+        cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "cancel-job", "--api", "kubernetes")
         assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr
         code = job.wait(60)
         rest = job.stdout.read()
@@ -179,7 +172,7 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
     try:
         started = time.monotonic()
         done = _mlsubmit(kube, home, tmp_path, "train", "--target", target, "--package-path",
-                         str(TRAINERS / "vertex_strict" / "trainer"), "--job-name", "bad_job", *more)
+                         str(TRAINERS / "vertex_strict" / "trainer"), "--job-name", "bad-job", *more)
     finally:
         kube.forbid, kube.serve_jobsets, kube.serve_tfjobs = False, True, True
         kube.kubeconfig = env_config
@@ -207,7 +200,7 @@ def _left(kube, name):
 
 
 def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home, tmp_path):
-    done = _tiny_train(kube, home, tmp_path, "js_fail", "--workers", "1", "--max-restarts", "1",
+    done = _tiny_train(kube, home, tmp_path, "js-fail", "--workers", "1", "--max-restarts", "1",
                        trainer_args=["--fail"])
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
     assert lines(done.stdout, "worker-0").count("the worker fails on purpose") == 2  # the first run and one restart
@@ -215,7 +208,7 @@ def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home,
     assert _left(kube, "js-fail") == [] and not job_processes("js-fail")  # a failed job is deleted
     # a plain Indexed Job has no restarts to give: one line, nothing made
     refused = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path",
-                        str(tmp_path / "tiny" / "tinypkg"), "--module-name", "tinypkg.task", "--job-name", "js_no",
+                        str(tmp_path / "tiny" / "tinypkg"), "--module-name", "tinypkg.task", "--job-name", "js-no",
                         "--max-restarts", "2")
     assert refused.returncode == 2 and "--max-restarts" in refused.stderr and "--k8s-api jobset" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not _left(kube, "js-no")
@@ -227,7 +220,7 @@ def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home
     package = tiny_project(tmp_path / "tiny")
     sdist = _sdist(package, tmp_path / "dist")
     made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
-                     "CUSTOM", "--workers", "1", "--module-name", "tinypkg.task", "--job-name", "js_cancel",
+                     "CUSTOM", "--workers", "1", "--module-name", "tinypkg.task", "--job-name", "js-cancel",
                      "--package-uris", str(sdist), "--", "--forever")
     assert made.returncode == 0, made.stderr
     (tmp_path / "jobset.yaml").write_text(made.stdout)
@@ -241,10 +234,10 @@ def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home
     pods = _kubectl(kube, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=js-cancel", "-o",
                     "jsonpath={.items[*].spec.hostname}")
     assert sorted(pods.stdout.split()) == ["js-cancel-chief-0-0", "js-cancel-worker-0-0"]
-    running = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "js_cancel", "--api", "kubernetes", "--output",
+    running = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "js-cancel", "--api", "kubernetes", "--output",
                         "json")
     assert json.loads(running.stdout)["state"] == "RUNNING", running.stderr
-    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "js_cancel", "--api", "kubernetes")
+    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "js-cancel", "--api", "kubernetes")
     assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr
     assert _left(kube, "js-cancel") == []
     assert _kubectl(kube, "get", "jobsets,jobs,pods", "-o", "name").stdout.count("js-cancel") == 0
@@ -260,7 +253,7 @@ def test_a_job_past_active_deadline_seconds_fails_and_its_pods_are_killed(kube, 
     package = tiny_project(tmp_path / "tiny")
     started = time.monotonic()
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
-                     "--module-name", "tinypkg.task", "--workers", "1", "--job-name", "late_job", "--max-runtime",
+                     "--module-name", "tinypkg.task", "--workers", "1", "--job-name", "late-job", "--max-runtime",
                      "6s", "--", "--forever")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     assert "Job was active longer than specified deadline" in done.stderr and time.monotonic() - started < 60
@@ -276,12 +269,12 @@ def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_
         '["requests>=2", "numpy"]', "[]"))
     # exit code 3 (the launcher's "could not install") matches mlsubmit's FailJob rule: failed at once, one line why
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
-                     "--module-name", "tinypkg.task", "--job-name", "pfp_job", "--", "3")
+                     "--module-name", "tinypkg.task", "--job-name", "pfp-job", "--", "3")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     assert "failed with exit code 3 matching FailJob rule at index 1" in done.stderr
     # any other code counts against backoffLimit: with 1, the index gets one more pod, then BackoffLimitExceeded
     made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--tier", "BASIC", "--module-name",
-                     "tinypkg.task", "--job-name", "backoff_job", "--package-uris",
+                     "tinypkg.task", "--job-name", "backoff-job", "--package-uris",
                      str(_sdist(package, tmp_path / "dist")), "--", "7")
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout.replace("backoffLimit: 0", "backoffLimit: 1"))
@@ -302,7 +295,7 @@ def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_
 
 def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does(kube, home, tmp_path):
     made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
-                     "CUSTOM", "--workers", "1", "--job-name", "strict_job", "--package-uris", "gs://b/t.tar.gz")
+                     "CUSTOM", "--workers", "1", "--job-name", "strict-job", "--package-uris", "gs://b/t.tar.gz")
     assert made.returncode == 0, made.stderr
     launcher, jobset = list(yaml.safe_load_all(made.stdout))
     jobset["spec"]["failurePolicy"]["maxRestartz"] = 1
@@ -322,7 +315,7 @@ def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does
 
 def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp_path):
     train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(ROOT / "trainer"),
-             "--workers", "1", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job", "--", "--data",
+             "--workers", "1", "--ps", "1", "--job-name", "ps-job", "--job-dir", "job", "--", "--data",
              "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3"]
     done = _mlsubmit(kube, home, tmp_path, *train)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -340,7 +333,7 @@ def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp
     assert not job_processes("ps-job")
     again = _mlsubmit(kube, home, tmp_path, *train)  # the same submission again: no second JobSet
     assert again.returncode == 0 and "job ps-job found (this submission ran before)" in again.stdout, again.stderr
-    described = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "ps_job", "--api", "kubernetes", "--output", "json")
+    described = _mlsubmit(kube, home, tmp_path, "jobs", "describe", "ps-job", "--api", "kubernetes", "--output", "json")
     assert json.loads(described.stdout)["state"] == "SUCCEEDED", described.stderr
 
 
@@ -350,7 +343,7 @@ def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home
     package = tiny_project(tmp_path / "tiny")
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "tfjob", "--package-path",
                      str(package), "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name",
-                     "tf_job")
+                     "tf-job")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "ConfigMap/tf-job-launcher, TFJob/tf-job" in done.stdout
     # the launcher ran each replica as the TF_CONFIG the emulated operator gave its pod says
@@ -361,5 +354,5 @@ def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home
     # cleanPodPolicy Running: the worker's and the parameter server's pods were deleted when the chief ended
     assert [n for k, _, n in kube.store.objects if k == "pods" and n.startswith("tf-job-")] == ["tf-job-chief-0"]
     assert not job_processes("tf-job")
-    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "tf_job", "--api", "kubernetes")
+    cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "tf-job", "--api", "kubernetes")
     assert cancelled.returncode == 2 and "already ended (SUCCEEDED)" in cancelled.stderr

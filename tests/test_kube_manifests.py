@@ -17,7 +17,7 @@ from mlsubmit.kube import validate as v
 def _spec(**changes):
     fields = dict(tier="CUSTOM", chief=Pool("chief", "n1-standard-8", 1, "NVIDIA_TESLA_T4", 1),
                   worker=Pool("worker", "n1-standard-4", 2), ps=Pool("ps", "n1-highmem-2", 1),
-                  job_name="my_job", args=("--steps", "5"), max_runtime_seconds=600)
+                  job_name="my-job", args=("--steps", "5"), max_runtime_seconds=600)
     return JobSpec(**{**fields, **changes})
 
 
@@ -113,12 +113,12 @@ def _config(*args):
 
 
 def test_config_format_kubernetes_prints_apply_ready_yaml():
-    done = _config("--tier", "CUSTOM", "--workers", "1", "--job-name", "cfg_job", "--package-uris",
+    done = _config("--tier", "CUSTOM", "--workers", "1", "--job-name", "cfg-job", "--package-uris",
                    "gs://bucket/a.tar.gz")
     assert done.returncode == 0, done.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout) if d]
     assert kinds == ["ConfigMap", "Service", "Job", "Job"]
-    tfjob = _config("--tier", "CUSTOM", "--workers", "1", "--job-name", "cfg_job", "--k8s-api", "tfjob")
+    tfjob = _config("--tier", "CUSTOM", "--workers", "1", "--job-name", "cfg-job", "--k8s-api", "tfjob")
     assert tfjob.returncode == 0 and "kubectl delete tfjobs,configmaps -l mlsubmit.dev/job=cfg-job" in tfjob.stdout
     assert [d["kind"] for d in yaml.safe_load_all(tfjob.stdout) if d] == ["ConfigMap", "TFJob"], tfjob.stderr
     bad = _config("--gpus", "1", "--gpu-type", "NVIDIA_TESLA_K80", "--job-name", "x")

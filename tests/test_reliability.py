@@ -100,3 +100,26 @@ def test_a_manifest_nested_fifty_thousand_deep_is_one_line(tmp_path):
     assert result.stderr.splitlines() == [f"error: job dir {job} is corrupt: MANIFEST.json cannot be read (nested too "
                                           "deeply to be a manifest); a file changed after training; re-run training "
                                           "or restore the file"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another user")
+def test_the_emulator_serves_only_its_own_user(cloud):
+    """It runs every job it accepts as the user who started it: another local account (nobody) is refused, before
+    anything is read, with Google's error JSON."""
+    port = int(cloud.emulator.endpoint.rsplit(":", 1)[1])
+    client = ("import socket\n"
+              f"s = socket.create_connection(('127.0.0.1', {port}))\n"
+              "s.sendall(b'POST /v1/projects/p/locations/us-central1/customJobs HTTP/1.1\\r\\nHost: x\\r\\n"
+              "Content-Type: application/json\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
+              "print(s.recv(65536).decode())\n")
+
+    def nobody() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+
+    python = next(p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p))
+    done = subprocess.run([python, "-I", "-S", "-c", client], preexec_fn=nobody, capture_output=True, text=True,
+                          timeout=30)
+    assert done.stdout.startswith("HTTP/1.1 403 Forbidden"), done
+    assert '"status": "PERMISSION_DENIED"' in done.stdout and "serves only the user who started it" in done.stdout
+    assert cloud.vertex_jobs() == []  # and as the emulator's own user, it answers

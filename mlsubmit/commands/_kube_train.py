@@ -14,7 +14,6 @@ from mlsubmit.errors import OperationFailed
 def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags: dict[str, Any],
                namespace: str = "default", k8s_api: str = "job", max_restarts: int = 0) -> None:
     from mlsubmit.commands._spec_options import budgeted, local_spec
-    from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.kube import manifests, validate
     from mlsubmit.packaging import resolve_extras
     from mlsubmit.packaging.requirements_txt import split_requirements
@@ -31,12 +30,16 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
 
         spec = spec.replace(job_dir=os.path.abspath(spec.job_dir))
     manifests.check_spec(spec)
+    manifests.check_options(namespace, k8s_api, max_restarts)
     cluster = kube.Cluster(kube.parse_target(target), namespace)  # kubeconfig and context first
     cluster.check_namespace()  # reachable within 10 s, the namespace exists, RBAC lets us read it
     cluster.check_serves(k8s_api)  # a JobSet needs the JobSet controller's API
     packages, dist = build_packages(package_path, None, typer.echo, split_requirements(package_flags["requirements"]),
                                     resolve_extras(package_flags["extra_packages"]))
-    name = manifests.kube_name(spec.job_name or generate_job_name(dist))
+    name = manifests.kube_name(spec.job_name) if spec.job_name else manifests.default_name(dist)
+    note = manifests.name_note(spec.job_name, name) if spec.job_name else None
+    if note:
+        typer.secho(f"note: {note}", fg="yellow", err=True)
     job = manifests.KubeJob(name, manifests.request_id(spec, name, tuple(packages)), namespace=namespace,
                             packages=tuple(packages), api=k8s_api, spot=spec.spot,
                             max_restarts=max_restarts)

@@ -111,8 +111,9 @@ def emulator_command(
              "FLEX_START job waits until DELETE /emulator/v1/capacity or its maxWaitDuration; repeatable.")] = None,
     kube_port: Annotated[Optional[int], typer.Option(
         "--kube-port", metavar="K", show_default=False,
-        help="Also serve an emulated Kubernetes API on this port of 127.0.0.1 (0: any free port) whose Jobs' pods "
-             "run here: `kubectl --server http://127.0.0.1:K …`, `train --target kubernetes`.")] = None,
+        help="Also serve an emulated Kubernetes API (HTTPS) on this port of 127.0.0.1 (0: any free port) whose Jobs' "
+             "pods run here; it answers only to the token in the kubeconfig it prints: `export KUBECONFIG=…`, then "
+             "kubectl or `train --target kubernetes`. Needs mlsubmit[kubernetes].")] = None,
 ) -> None:
     """Serve a local emulator of the training service — Vertex AI custom jobs, legacy AI Platform jobs and their
     Cloud Logging entries, over the real REST API — that runs every accepted job for real."""
@@ -148,13 +149,20 @@ def emulator_command(
 
 
 def _start_kube(port: int):
+    try:
+        import cryptography  # noqa: F401  (its certificate)
+        import kubernetes_validate  # noqa: F401  (what it checks objects against)
+    except ImportError as err:
+        raise UsageError(f"--kube-port needs the {err.name} package, which is not installed",
+                         hint="pip install 'mlsubmit[kubernetes]'") from None
     from mlsubmit.emulator.kube_api import KubeServer
 
     try:
         kube = KubeServer(port).start()
     except OSError as err:
         raise invalid_value("--kube-port", port, "a free port of 127.0.0.1", hint=err.strerror) from None
-    typer.echo(f"Kubernetes API on {kube.url}: kubectl --server {kube.url} apply -f FILE")
+    typer.echo(f"Kubernetes API on {kube.url} (answers only to the token in its kubeconfig, readable by you alone): "
+               f"export KUBECONFIG={kube.kubeconfig}   then kubectl apply -f FILE, or train --target kubernetes")
     return kube
 
 

@@ -3,27 +3,39 @@ discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default
 batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), jobset.x-k8s.io/v1alpha2 JobSets
 (the same verbs; their controller is mlsubmit.emulator.kube_jobset), kubeflow.org/v1 TFJobs (the Training Operator:
 mlsubmit.emulator.kube_tfjob), Pods (list, get, `log` with follow), OpenAPI v3 (mlsubmit.emulator.kube_openapi). The
-Job controller is mlsubmit.emulator.kube_jobs; pods run as local processes (mlsubmit.emulator.kube_pods). `forbid` makes every request answer 403, as a cluster whose
-RBAC refuses the user would.
+Job controller is mlsubmit.emulator.kube_jobs; pods run as local processes (mlsubmit.emulator.kube_pods).
 
-    server = KubeServer(port=0).start()   # server.url; server.stop() stops every pod
+A Job's pods run their command on this machine, so the API answers only to the bearer token the server makes at
+start (401 Unauthorized otherwise, for every path): it is written, with the server's https:// address and the
+certificate it made at start, into a kubeconfig that only its owner can read (`server.kubeconfig`, mode 0600 in a
+0700 folder) — what kubectl (`--kubeconfig` or KUBECONFIG), the kubernetes Python client and `mlsubmit train
+--target kubernetes` read. HTTPS because kubectl sends a kubeconfig's token only over TLS. Another local user, or a
+web page posting to 127.0.0.1, has no token. The wire (bodies, media types, limits, Status answers) is
+mlsubmit.emulator.kube_wire; what a create or update must pass before it is stored is mlsubmit.emulator.
+kube_admission. `forbid` makes every request answer 403, as a cluster whose RBAC refuses the user would.
+
+    server = KubeServer(port=0).start()   # server.url, server.kubeconfig; server.stop() stops every pod
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import re
+import secrets
 import shutil
 import tempfile
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob
+from mlsubmit.emulator import kube_admission, kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob, kube_wire
+from mlsubmit.emulator.kube_wire import ApiStatus
 
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
@@ -37,11 +49,10 @@ _PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/
 
 
 _now = kube_jobs.now
-
-
-def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "details": details, "code": code}
+_OWNED = ("jobs", "jobsets", "tfjobs")  # kinds a controller runs: their spec cannot change once created
+_TERM = re.compile(r"\s*(?P<not>!)?\s*(?P<key>[A-Za-z0-9][-A-Za-z0-9_./]*)\s*"  # one requirement of a labelSelector
+                   r"(?:(?P<op>==|=|!=)\s*(?P<value>[-A-Za-z0-9_.]*)|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?"
+                   r"\s*(?:,|$)")
 
 
 def _resources(table: dict[str, tuple[str, bool]], group: str) -> dict[str, Any]:
@@ -54,15 +65,45 @@ def _resources(table: dict[str, tuple[str, bool]], group: str) -> dict[str, Any]
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group, "resources": items}
 
 
-def _matches(labels: dict[str, str], selector: str) -> bool:
-    for term in filter(None, (s.strip() for s in selector.split(","))):
-        key, op, value = re.match(r"([^!=]+)(==|=|!=)?(.*)", term).groups()
-        if op is None:
-            if key not in labels:
-                return False
-        elif (labels.get(key) == value) != (op != "!="):
+def parse_selector(selector: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """A labelSelector's requirements (key, operator, values), or 400 BadRequest as the API server words it."""
+    text, found, at = selector.strip(), [], 0
+    while at < len(text):
+        match = _TERM.match(text, at)
+        if match is None or match.end() == at:
+            raise ApiStatus(400, f"unable to parse requirement: {text[at:at + 60]!r}")
+        at = match.end()
+        key = match["key"]
+        if match["op"]:
+            found.append((key, "!=" if match["op"] == "!=" else "=", (match["value"],)))
+        elif match["set"]:
+            found.append((key, match["set"], tuple(v.strip() for v in match["values"].split(","))))
+        else:
+            found.append((key, "!" if match["not"] else "exists", ()))
+    return found
+
+
+def _matches(labels: dict[str, str], requirements: list[tuple[str, str, tuple[str, ...]]]) -> bool:
+    for key, op, values in requirements:
+        value = labels.get(key)
+        if op in ("exists", "in") and value is None or op == "!" and value is not None:
+            return False
+        if op in ("=", "in") and value not in values or op in ("!=", "notin") and value in values:
             return False
     return True
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (a strategic merge patch is applied the same way: lists are replaced)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
 
 
 class Store(kube_jobs.JobController):
@@ -91,9 +132,10 @@ class Store(kube_jobs.JobController):
             return obj
 
     def items(self, plural: str, ns: str | None, selector: str = "") -> list[dict[str, Any]]:
+        requirements = parse_selector(selector)
         with self.lock:
             return [o for (p, n, _), o in self.objects.items() if p == plural and (ns is None or n == ns)
-                    and _matches(o["metadata"].get("labels", {}), selector)]
+                    and _matches(o["metadata"].get("labels", {}), requirements)]
 
     def stop(self) -> None:
         for runner in list(self.pods.values()):
@@ -102,78 +144,26 @@ class Store(kube_jobs.JobController):
             runner.done.wait(10)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(kube_wire.Handler):
     server: "KubeServer"
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _body(self) -> dict[str, Any]:
-        """The request's JSON body, read once (a connection carries many requests: reset in _route)."""
-        if self._read is None:
-            self._read = json.loads(self._body_bytes() or b"{}")
-        return self._read
-
-    def _body_bytes(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":  # Go's client when it knows no length
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                chunk = self.rfile.read(size + 2)[:size]
-                if not size:
-                    break
-                data += chunk
-        else:
-            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        return data
-
-    def do_GET(self) -> None:
-        self._route("GET")
-
-    def do_POST(self) -> None:
-        self._route("POST")
-
-    def do_DELETE(self) -> None:
-        self._route("DELETE")
-
-    def do_PUT(self) -> None:
-        self._route("PUT")
-
-    def do_PATCH(self) -> None:
-        self._route("PATCH")
-
-    def _route(self, method: str) -> None:
+    def route(self, method: str) -> None:
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         path = url.path.rstrip("/") or "/"
-        self._read: dict[str, Any] | None = None
-        try:
-            if method in ("POST", "PUT", "PATCH") and "protobuf" in self.headers.get("Content-Type", ""):
-                self._body_bytes()  # kubectl create sends protobuf for built-in kinds: not read here
-                return self._send(415, _status(415, "UnsupportedMediaType", "this emulated Kubernetes API reads "
-                                               "JSON only: use kubectl apply -f FILE"))
-            if self.server.forbid:
-                verb = {"GET": "get", "POST": "create", "DELETE": "delete"}.get(method, method.lower())
-                return self._send(403, _status(403, "Forbidden", f'{path} is forbidden: User "emulated" cannot '
-                                               f"{verb} the resource at this path"))
-            fixed = self.server.discovery(path)
-            if fixed is not None and method == "GET":
-                return self._send(200, fixed)
-            match = _PATH.match(path)
-            if match is None:
-                return self._send(404, _status(404, "NotFound", f"the server could not find {path}"))
-            self.server.api(self, method, match, query)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        if self.server.forbid:
+            verb = {"GET": "get", "POST": "create", "DELETE": "delete"}.get(method, method.lower())
+            raise ApiStatus(403, f'{path} is forbidden: User "emulated" cannot {verb} the resource at this path')
+        fixed = self.server.discovery(path)
+        if fixed is not None and method == "GET":
+            return self.send_json(200, fixed)
+        match = _PATH.match(path)
+        if match is None:
+            raise ApiStatus(404, f"the server could not find the requested resource ({path[:200]})")
+        self.server.api(self, method, match, query)
+
+    def body(self, kind: str, patch: bool = False) -> dict[str, Any]:
+        return kube_wire.decode(self.raw, self.media, kind, patch)
 
 
 class KubeServer(ThreadingHTTPServer):
@@ -184,9 +174,30 @@ class KubeServer(ThreadingHTTPServer):
         self.forbid = False
         self.serve_jobsets = True  # False: a cluster without the JobSet controller
         self.serve_tfjobs = True  # False: a cluster without the Training Operator
-        self._root = Path(tempfile.mkdtemp(prefix="mlsubmit-kube-"))
+        self.read_timeout = kube_wire.read_timeout()
+        self.token = secrets.token_urlsafe(32)
+        self._root = Path(tempfile.mkdtemp(prefix="mlsubmit-kube-"))  # 0700: pods' folders, key, kubeconfig
+        try:
+            self.tls = kube_wire.Tls(self._root)
+        except BaseException:
+            self.server_close()
+            shutil.rmtree(self._root, ignore_errors=True)
+            raise
         self.store = Store(self._root)
-        self.url = f"http://{host}:{self.server_address[1]}"
+        self.url = f"https://{host}:{self.server_address[1]}"
+        self.kubeconfig = self._root / "kubeconfig"
+        self._write_kubeconfig()
+
+    def _write_kubeconfig(self) -> None:
+        name = "mlsubmit-emulator"
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
+                  "clusters": [{"name": name, "cluster": {"server": self.url,
+                                                          "certificate-authority-data": self.tls.ca_data}}],
+                  "users": [{"name": name, "user": {"token": self.token}}],
+                  "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}]}
+        descriptor = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            json.dump(config, out, indent=1)  # JSON is YAML: kubectl and the client read it as a kubeconfig
 
     def start(self) -> "KubeServer":
         threading.Thread(target=self.serve_forever, daemon=True, name="kube-api").start()
@@ -197,6 +208,9 @@ class KubeServer(ThreadingHTTPServer):
         self.server_close()
         self.store.stop()
         shutil.rmtree(self._root, ignore_errors=True)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # a client that went away: not our problem
+        pass
 
     def _tables(self) -> dict[str, tuple[dict[str, tuple[str, bool]], str]]:
         off = {kube_jobset.GROUP_VERSION: not self.serve_jobsets, kube_tfjob.GROUP_VERSION: not self.serve_tfjobs}
@@ -222,62 +236,108 @@ class KubeServer(ThreadingHTTPServer):
     def api(self, handler: _Handler, method: str, match: re.Match, query: dict[str, str]) -> None:
         ns, plural, name, sub = match["ns"], match["plural"], match["name"], match["sub"]
         table, group_version = self._tables().get(match["prefix"], ({}, ""))
-        if plural not in table:
-            return handler._send(404, _status(404, "NotFound", f"the server could not find the resource {plural}"))
+        if plural not in table or (sub == "log" and plural != "pods"):
+            raise ApiStatus(404, f"the server could not find the requested resource ({plural})")
         kind, namespaced = table[plural]
+        if ns is not None and not namespaced:
+            raise ApiStatus(404, f"the server could not find the requested resource ({plural} is not namespaced)")
         store = self.store
         if namespaced and ns is not None and ("namespaces", "", ns) not in store.objects:
-            return handler._send(404, _status(404, "NotFound", f'namespaces "{ns}" not found', name=ns,
-                                              kind="namespaces"))
+            raise ApiStatus(404, f'namespaces "{ns}" not found', name=ns, kind="namespaces")
         key_ns = ns or ""
+        validation = query.get("fieldValidation", "")
+        if validation not in ("", "Ignore", "Warn", "Strict"):
+            raise ApiStatus(400, f'fieldValidation parameter unsupported: "{validation[:40]}"')
+        admit = {"plural": plural, "kind": kind, "group_version": group_version,
+                 "namespace": key_ns if namespaced else None, "strict": validation == "Strict",
+                 "version": f"{VERSION['major']}.{VERSION['minor']}"}
         if method == "GET" and name is None:
-            items = store.items(plural, ns if namespaced else None, query.get("labelSelector", ""))
-            field = query.get("fieldSelector", "")
-            if field.startswith("metadata.name="):
-                items = [i for i in items if i["metadata"]["name"] == field.split("=", 1)[1]]
-            if query.get("watch") in ("true", "1"):
-                return self._watch(handler, items, query)
-            return handler._send(200, {"kind": f"{kind}List", "apiVersion": group_version,
-                                       "metadata": {"resourceVersion": str(store.version)}, "items": items})
-        if method in ("POST", "PUT") and query.get("fieldValidation") == "Strict":  # kubectl's default
-            refused = kube_openapi.refusal(handler._body(), f"{VERSION['major']}.{VERSION['minor']}")
-            if refused is not None:
-                return handler._send(refused[0], _status(*refused))
-        if method == "POST" and name is None:
-            obj = handler._body()
-            obj_name = obj.get("metadata", {}).get("name")
-            with store.lock:
-                if (plural, key_ns, obj_name) in store.objects:
-                    return handler._send(409, _status(409, "AlreadyExists", f'{plural} "{obj_name}" already exists',
-                                                      name=obj_name, kind=plural))
-                if query.get("dryRun"):
-                    return handler._send(201, obj)
-                store.add(plural, key_ns, obj)
-                if plural == "jobs":
-                    store.start_job(key_ns, obj)
-                elif plural == "jobsets":
-                    store.jobsets.create(key_ns, obj)
-                elif plural == "tfjobs":
-                    store.tfjobs.create(key_ns, obj)
-            return handler._send(201, obj)
+            return self._list(handler, plural, kind, group_version, ns if namespaced else None, query)
+        if name is None:
+            if method != "POST" or (namespaced and ns is None):
+                raise ApiStatus(405, f"the server does not allow this method on the requested resource ({method})")
+            return self._create(handler, plural, key_ns, kube_admission.admit(handler.body(kind), **admit), query)
         obj = store.objects.get((plural, key_ns, name))
         if obj is None:
-            return handler._send(404, _status(404, "NotFound", f'{plural.rstrip("s")}s "{name}" not found',
-                                              name=name, kind=plural))
+            raise ApiStatus(404, f'{plural} "{name[:253]}" not found', name=name[:253], kind=plural)
         if method == "GET" and sub == "log":
             return self._log(handler, key_ns, name, query)
         if method == "GET":
-            return handler._send(200, obj)
+            return handler.send_json(200, obj)
         if method == "DELETE":
-            options = handler._body()  # DeleteOptions; Orphan keeps a Job's pods, as a cluster does
+            options = handler.body("DeleteOptions") if handler.raw else {}  # Orphan keeps a Job's pods, as a cluster
             policy = options.get("propagationPolicy") or query.get("propagationPolicy") or "Background"
             return self._delete(handler, plural, key_ns, name, obj, orphan=policy == "Orphan")
-        if method in ("PUT", "PATCH"):
-            body = handler._body()
-            if plural not in ("jobs", "jobsets", "tfjobs"):
-                obj.update({k: v for k, v in body.items() if k in ("data", "metadata", "spec")})
-            return handler._send(200, obj)
-        return handler._send(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
+        if method in ("PUT", "PATCH") and sub is None:
+            return self._update(handler, method, plural, kind, name, obj, admit)
+        raise ApiStatus(405, f"the server does not allow this method on the requested resource ({method})")
+
+    def _list(self, handler: _Handler, plural: str, kind: str, group_version: str, ns: str | None,
+              query: dict[str, str]) -> None:
+        limit = query.get("limit", "0")
+        if not limit.isdigit():  # kubectl's --chunk-size; every item is sent in one answer
+            raise ApiStatus(400, f'invalid value for limit: "{limit[:40]}": a whole number >= 0')
+        items = self.store.items(plural, ns, query.get("labelSelector", ""))
+        field = query.get("fieldSelector", "")
+        if field.startswith("metadata.name="):
+            items = [i for i in items if i["metadata"]["name"] == field.split("=", 1)[1]]
+        if query.get("watch") in ("true", "1"):
+            return self._watch(handler, items, query)
+        handler.send_json(200, {"kind": f"{kind}List", "apiVersion": group_version,
+                                "metadata": {"resourceVersion": str(self.store.version)}, "items": items})
+
+    def _create(self, handler: _Handler, plural: str, ns: str, obj: dict[str, Any], query: dict[str, str]) -> None:
+        store, obj_name = self.store, obj["metadata"]["name"]
+        with store.lock:
+            if (plural, ns, obj_name) in store.objects:
+                raise ApiStatus(409, f'{plural} "{obj_name}" already exists', name=obj_name, kind=plural)
+            if query.get("dryRun"):
+                return handler.send_json(201, obj)
+            if plural == "namespaces":
+                obj["status"] = {"phase": "Active"}
+            store.add(plural, ns, obj)
+            try:
+                if plural == "jobs":
+                    store.start_job(ns, obj)
+                elif plural == "jobsets":
+                    store.jobsets.create(ns, obj)
+                elif plural == "tfjobs":
+                    store.tfjobs.create(ns, obj)
+            except Exception:  # a controller that cannot take it: a 500, and the object is not left behind
+                store.objects.pop((plural, ns, obj_name), None)
+                raise
+        handler.send_json(201, obj)
+
+    def _update(self, handler: _Handler, method: str, plural: str, kind: str, name: str, obj: dict[str, Any],
+                admit: dict[str, Any]) -> None:
+        """PUT replaces the object, PATCH merges into it; either way the result passes admission again, keeps its
+        identity (uid, creation time, status), and a controller's object keeps its spec (immutable here)."""
+        body = handler.body(kind, patch=method == "PATCH")
+        with self.store.lock:
+            new = merge_patch(copy.deepcopy(obj), body) if method == "PATCH" else body
+            there = (new.get("metadata") or {}).get("name") if isinstance(new.get("metadata"), dict) else None
+            if method == "PUT" and there != name:
+                raise ApiStatus(400, f"the name of the object ({there}) does not match the name on the URL ({name})")
+            if method == "PATCH" and there != name:
+                raise kube_admission.invalid(kind, admit["group_version"], name, [
+                    ("metadata.name", "FieldValueInvalid", f'Invalid value: "{there}": field is immutable')])
+            new = kube_admission.admit(new, **admit)
+            if plural in _OWNED and new.get("spec") != obj.get("spec"):
+                raise kube_admission.invalid(kind, admit["group_version"], name, [
+                    ("spec", "FieldValueInvalid", "Invalid value: the spec of a running object: field is immutable")])
+            meta = obj["metadata"]
+            new["metadata"].update({k: meta[k] for k in ("uid", "creationTimestamp", "namespace") if k in meta})
+            if "status" in obj:
+                new["status"] = obj["status"]
+            if plural in _OWNED:  # the controllers hold this very dict: change it in place
+                meta.update({k: new["metadata"][k] for k in ("labels", "annotations") if k in new["metadata"]})
+            else:
+                obj.clear()
+                obj.update(new)
+            self.store.version += 1
+            meta = obj["metadata"]
+            meta["resourceVersion"] = str(self.store.version)
+        handler.send_json(200, obj)
 
     def _delete(self, handler: _Handler, plural: str, ns: str, name: str, obj: dict[str, Any],
                 orphan: bool = False) -> None:
@@ -296,18 +356,18 @@ class KubeServer(ThreadingHTTPServer):
         with store.lock:
             store.objects.pop((plural, ns, name), None)
             store.pods.pop((ns, name), None) if plural == "pods" else None
-        handler._send(200, obj)  # as the API server answers a delete: the object as it was
+        handler.send_json(200, obj)  # as the API server answers a delete: the object as it was
 
     def _watch(self, handler: _Handler, items: list[dict[str, Any]], query: dict[str, str]) -> None:
         lines = b"".join(json.dumps({"type": "ADDED", "object": i}).encode() + b"\n" for i in items)
-        handler._send(200, lines, "application/json")
+        handler.send_json(200, lines, "application/json")
 
     def _log(self, handler: _Handler, ns: str, name: str, query: dict[str, str]) -> None:
         runner = self.store.pods.get((ns, name))
         if runner is None:
-            return handler._send(200, b"", "text/plain")
+            return handler.send_json(200, b"", "text/plain")
         if query.get("follow") not in ("true", "1"):
-            return handler._send(200, bytes(runner.log), "text/plain")
+            return handler.send_json(200, bytes(runner.log), "text/plain")
         handler.send_response(200)
         handler.send_header("Content-Type", "text/plain")
         handler.send_header("Transfer-Encoding", "chunked")

@@ -87,8 +87,10 @@ def _unknown_builtin(obj: dict[str, Any], version: str) -> tuple[list[str], str 
     return unknown, invalid
 
 
-def refusal(obj: dict[str, Any], version: str = "1.33") -> tuple[int, str, str] | None:
-    """(code, reason, message) of kube-apiserver's strict field validation of `obj`, or None when it passes."""
+def refusal(obj: dict[str, Any], version: str = "1.33", strict: bool = True) -> tuple[int, str, str] | None:
+    """(code, reason, message) of kube-apiserver's schema validation of `obj`, or None when it passes: a value the
+    schema refuses is 422; an unknown field is 400 only when `strict` (`fieldValidation=Strict`), as the API
+    server otherwise drops it."""
     from mlsubmit.kube import validate
 
     kind = obj.get("kind", "")
@@ -119,7 +121,7 @@ def refusal(obj: dict[str, Any], version: str = "1.33") -> tuple[int, str, str] 
     else:
         unknown, invalid = _unknown_builtin(obj, version)
     unknown = [u for u in unknown if not u.startswith(("metadata.labels.", "metadata.annotations."))]
-    if unknown:
+    if unknown and strict:
         fields = ", ".join(f'unknown field "{u}"' for u in unknown)
         return 400, "BadRequest", (f'{kind} in version "{group_version.rpartition("/")[2]}" cannot be handled as a '
                                    f"{kind}: strict decoding error: {fields}")

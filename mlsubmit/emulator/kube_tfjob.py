@@ -34,7 +34,7 @@ def _now() -> str:
 
 def _port(replica: dict[str, Any]) -> int:
     for container in replica["template"]["spec"]["containers"]:
-        for port in container.get("ports", []):
+        for port in container.get("ports") or []:  # JSON null is an empty list to the API server
             if port.get("name") == "tfjob-port":
                 return int(port["containerPort"])
     return DEFAULT_PORT
@@ -77,7 +77,7 @@ class Controller:
             for index in range(int(replica.get("replicas", 1))):
                 template = json.loads(json.dumps(replica["template"]))
                 pod_name = f"{name}-{rtype}-{index}"
-                labels = {**(template.get("metadata") or {}).get("labels", {}), LABEL + "job-name": name,
+                labels = {**((template.get("metadata") or {}).get("labels") or {}), LABEL + "job-name": name,
                           LABEL + "replica-type": rtype, LABEL + "replica-index": str(index),
                           LABEL + "operator-name": "tfjob-controller"}
                 pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {

@@ -4,8 +4,10 @@ Everything about the wire lives here, so the API modules only see decoded reques
 - bodies must be JSON objects sent as `application/json`, at most MAX_BODY bytes as sent and after decoding
   (`Content-Encoding: gzip` is inflated no further than MAX_BODY; chunk trailers are bounded); anything else is a 400
   INVALID_ARGUMENT in Google's error shape, never a crash (an unexpected exception is a 500 INTERNAL);
-- any `Authorization` header is accepted and ignored — it is never logged (the access log shows the method,
-  the path without its query string, and the status);
+- only the user who started the emulator (and root) is served: a connection from another local account's socket
+  gets 403 PERMISSION_DENIED (`peers`: the kernel's socket table names each socket's owner), since accepted jobs
+  run as the emulator's user; any `Authorization` header is accepted and ignored — it is never logged (the access
+  log shows the method, the path without its query string, and the status);
 - injected faults (`faults.Faults`) are applied before routing; the admin paths under `/emulator/` are exempt;
 - whatever the request, the answer is Google's error JSON, never HTML: HEAD is a GET without a body, OPTIONS and
   TRACE are 405, a request line over 16 KiB is 414, an over-long or excess header 431, malformed chunking 400,
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from mlsubmit.emulator import peers
 from mlsubmit.emulator.errors import ApiError, invalid_argument, not_found
 from mlsubmit.emulator.faults import Faults
 
@@ -116,6 +119,16 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         # headers and body go out in two writes: without this, Nagle + delayed ACK stall each answer ~40 ms
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self) -> None:
+        if not peers.allowed(self.connection):  # another local user: the emulator runs code as the one who started it
+            log.info("connection from another user's socket -> 403")
+            self.close_connection = True
+            self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
+            self._send(403, ApiError(403, "The training-service emulator serves only the user who started it (it "
+                                          "runs the jobs it accepts as that user).").body())
+            return
+        super().handle()
 
     def log_message(self, format: str, *args: Any) -> None:  # the default would print headers-free lines to stderr
         pass

@@ -27,6 +27,9 @@ def config_text(spec: Any, notes: list[str], *, namespace: str = "default", k8s_
         notes.append("no --package-uris: the pods install nothing; stage your sdist (gs:// or a path on the image) "
                      "and pass --package-uris")
     name = manifests.kube_name(spec.job_name)
+    note = manifests.name_note(spec.job_name, name)
+    if note:
+        notes.append(note)
     job = manifests.KubeJob(name, manifests.request_id(spec, name, packages), namespace=namespace,
                             packages=packages, api=k8s_api, spot=spot,
                             max_restarts=max_restarts)

@@ -39,6 +39,11 @@ GKE_GPU_LABELS = {
 _GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9, "megagpu": 9.1, "highgpu": 7.08, "ultragpu": 14.1}
 _SHARE = 0.9
 _NAME = re.compile(r"[^a-z0-9-]+")
+# the longest pod hostname is <name>-<role>-<index> (a JobSet adds -0): with at most 40 it stays a DNS label
+MAX_NAME = 40
+_VALID_NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # an RFC 1123 label
+INT32_MAX = 2**31 - 1  # failurePolicy.maxRestarts is an int32
 
 
 @dataclass(frozen=True)
@@ -55,25 +60,67 @@ class KubeJob:
     max_restarts: int = 0
 
     def __post_init__(self) -> None:
-        if self.api not in APIS:
-            raise invalid_value("--k8s-api", self.api, " or ".join(APIS))
-        if self.max_restarts < 0:
-            raise invalid_value("--max-restarts", self.max_restarts, "a count of restarts, 0 or more")
-        if self.max_restarts and self.api != "jobset":
-            raise invalid_value("--max-restarts", self.max_restarts, "0 with --k8s-api job (an Indexed Job fails "
-                                "at its first failed pod)", hint="add --k8s-api jobset, or drop --max-restarts")
-        # the longest pod hostname is <name>-<role>-<index> (JobSet adds -0): it must stay a DNS label
-        if not re.fullmatch(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?", self.name):
-            raise invalid_value("Kubernetes job name", self.name, "1 to 40 lowercase letters, digits or '-', "
-                                "starting with a letter", hint="pick a shorter --job-name")
+        check_options(self.namespace, self.api, self.max_restarts)
+        if not _VALID_NAME.fullmatch(self.name):
+            raise invalid_value("Kubernetes job name", self.name, f"1 to {MAX_NAME} lowercase letters, digits or '-', "
+                                "starting with a letter and ending with a letter or digit",
+                                hint="mlsubmit.kube.manifests.kube_name derives one from any --job-name")
 
 
-def kube_name(job_id: str) -> str:
-    """A job id as a Kubernetes object name: lowercase, '_' and other characters as '-', at most 40 characters."""
-    name = _NAME.sub("-", job_id.lower()).strip("-")
-    if not name or not name[0].isalpha():
-        name = f"j-{name}"
-    return name[:40].rstrip("-")
+def check_options(namespace: str, api: str, max_restarts: int) -> None:
+    """UsageError for a namespace, --k8s-api or --max-restarts no cluster would take (before anything is built)."""
+    check_namespace(namespace)
+    if api not in APIS:
+        raise invalid_value("--k8s-api", api, " or ".join(APIS))
+    if not 0 <= max_restarts <= INT32_MAX:
+        raise invalid_value("--max-restarts", max_restarts, f"a count of restarts from 0 to {INT32_MAX} "
+                            "(failurePolicy.maxRestarts is an int32)")
+    if max_restarts and api != "jobset":
+        raise invalid_value("--max-restarts", max_restarts, "0 with --k8s-api job (an Indexed Job fails "
+                            "at its first failed pod)", hint="add --k8s-api jobset, or drop --max-restarts")
+
+
+def check_namespace(namespace: str) -> str:
+    """UsageError unless `namespace` can name a Kubernetes namespace (an RFC 1123 label, as the API server checks)."""
+    if not _NAMESPACE.fullmatch(namespace or ""):
+        raise invalid_value("--namespace", namespace, "a Kubernetes namespace: 1 to 63 lowercase letters, digits or "
+                            "'-', starting and ending with a letter or digit", hint="for example --namespace training")
+    return namespace
+
+
+def kube_name(job_name: str) -> str:
+    """The Kubernetes name of a job: the job name itself when it is one (1 to 40 lowercase letters, digits or '-',
+    starting with a letter, ending with a letter or digit). Any other name is never cut or escaped silently into
+    one that another job name could also give: its lowercase letters, digits and '-' (runs of anything else as
+    one '-'), at most 31 of them, then '-' and 8 hex digits of the whole name's sha256 (`name_note` says so).
+
+    Example: kube_name("mnist-k8s") == "mnist-k8s"; kube_name("mnist_k8s") == "mnist-k8s-" + 8 hex digits.
+    """
+    if _VALID_NAME.fullmatch(job_name):
+        return job_name
+    stem = _NAME.sub("-", job_name.lower()).strip("-")
+    if not stem[:1].isalpha():
+        stem = f"j-{stem}"
+    return f"{stem[:31].rstrip('-')}-{hashlib.sha256(job_name.encode()).hexdigest()[:8]}"
+
+
+def name_note(job_name: str, name: str) -> str | None:
+    """The line that states a derived name (None when the job name is the Kubernetes name)."""
+    if job_name == name:
+        return None
+    return (f"--job-name {job_name!r} is not a Kubernetes name (1 to {MAX_NAME} lowercase letters, digits or '-', "
+            f"starting with a letter): its objects are named {name!r}, its readable part and a hash of the whole "
+            "name, so no other job name shares them")
+
+
+def default_name(distribution: str) -> str:
+    """A fresh Kubernetes job name for a package: `<name, up to 16>-<UTC yyyymmdd-HHMMSS>-<6 hex>`."""
+    import secrets
+    import time
+
+    stem = _NAME.sub("-", distribution.lower()).strip("-")[:16].rstrip("-")
+    stem = stem if stem[:1].isalpha() else f"job{'-' + stem if stem else ''}"[:16].rstrip("-")
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
 
 
 def request_id(spec: Any, name: str, packages: tuple = ()) -> str:

@@ -13,6 +13,7 @@ from mlsubmit.errors import UsageError
 
 DEFAULT_VERSION = "1.33"
 SUPPORTED = ("1.31", "1.32", "1.33", "1.34", "1.35")
+MAX_CONFIG_MAP = 1024 * 1024  # what the API server takes in a ConfigMap's data (the schemas do not say it)
 
 
 def _missing(package: str) -> UsageError:
@@ -104,3 +105,9 @@ def validate(objects: list[dict[str, Any]], version: str = DEFAULT_VERSION) -> N
             tfjob.validate(obj, version)
         else:
             validate_builtin(obj, version)
+        if obj.get("kind") == "ConfigMap":
+            size = sum(len(value.encode()) for value in (obj.get("data") or {}).values())
+            if size > MAX_CONFIG_MAP:
+                raise UsageError(f"the ConfigMap {obj['metadata'].get('name')!r} would hold {size} bytes; Kubernetes "
+                                 f"takes at most {MAX_CONFIG_MAP} (1 MiB) in one", hint="stage the packages "
+                                 "(`mlsubmit package --stage`) and use `config --format kubernetes --package-uris`")

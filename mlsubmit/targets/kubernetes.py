@@ -1,9 +1,10 @@
 """`--target kubernetes[:CONTEXT]`: the job's objects (mlsubmit.kube.manifests) created once with the official
 `kubernetes` client and the user's kubeconfig, followed to the end, cancelled by deleting them.
 
-1. bad input stops here, nothing created: no kubeconfig / unknown context, the API server does not answer within
-   10 s, the namespace does not exist, RBAC refuses (the verb and resource named), a GPU GKE has no label for, an
-   object the schemas refuse (mlsubmit.kube.validate);
+1. bad input stops here, nothing created: no kubeconfig, one that is not YAML or not a kubeconfig, an unknown
+   context, the API server does not answer within 10 s (one try) or refuses the credentials (401), a namespace
+   that is not an RFC 1123 label or does not exist, RBAC refuses (the verb and resource named), a GPU GKE has no
+   label for, an object the schemas refuse (mlsubmit.kube.validate) or the API server refuses (its Status message);
 2. the objects carry the job's request id (a hash of the spec, the name and the packages): a re-run of the same
    submission finds them by that label and follows them; an object of the same name from another submission
    (AlreadyExists with another request id) is refused, never overwritten;
@@ -17,6 +18,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -47,26 +50,59 @@ def parse_target(text: str) -> str | None:
     return context or None
 
 
+def load_kubeconfig(context: str | None) -> Any:
+    """The client Configuration of a kubeconfig context (KUBECONFIG, else ~/.kube/config); a file that is missing,
+    not YAML or not a kubeconfig is one UsageError line naming it, never the parser's traceback."""
+    import yaml
+    from kubernetes import client, config
+
+    where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    hint = "set KUBECONFIG to a valid file, or run `gcloud container clusters get-credentials CLUSTER`"
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(context=context, client_configuration=configuration)
+    except config.ConfigException as err:
+        raise UsageError(f"cannot use the kubeconfig for --target kubernetes{':' + context if context else ''}: "
+                         f"{str(err).splitlines()[0] if str(err) else 'invalid'}",
+                         hint=hint + "; `kubectl config get-contexts` lists contexts") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UsageError(f"cannot read the kubeconfig {where}: it is not valid YAML ({problem}{at})",
+                         hint=hint) from None
+    except OSError as err:
+        raise UsageError(f"cannot read the kubeconfig {where}: {err.strerror or err}", hint=hint) from None
+    except (UnicodeDecodeError, TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
+        # the client indexes the parsed YAML as it expects: anything else in the file surfaces as one of these
+        raise UsageError(f"cannot read the kubeconfig {where}: it is not a kubeconfig (clusters, contexts and users "
+                         f"as lists of named entries): {type(err).__name__}: {str(err)[:120]}", hint=hint) from None
+    return configuration
+
+
+def refusal_text(err: Any) -> str:
+    """`<code> <reason>: <message>` of an ApiException, the message from the Status body the server sent."""
+    try:
+        message = json.loads(err.body or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        message = ""
+    return f"{err.status} {err.reason}" + (f": {message[:300]}" if message else "")
+
+
 class Cluster:
     """The API clients for one kubeconfig context and namespace."""
 
     def __init__(self, context: str | None, namespace: str):
         try:
-            from kubernetes import client, config
+            from kubernetes import client
         except ImportError:
             raise UsageError("--target kubernetes needs the kubernetes package, which is not installed",
                              hint="pip install 'mlsubmit[kubernetes]'") from None
-        try:
-            api = config.new_client_from_config(context=context)
-        except config.ConfigException as err:
-            raise UsageError(f"cannot use the kubeconfig for --target kubernetes{':' + context if context else ''}: "
-                             f"{str(err).splitlines()[0]}", hint="set KUBECONFIG, or run `gcloud container "
-                             "clusters get-credentials CLUSTER`; `kubectl config get-contexts` lists contexts") \
-                from None
-        except (OSError, TypeError) as err:
-            raise UsageError(f"cannot read the kubeconfig: {err}", hint="set KUBECONFIG to a valid file") from None
-        api.configuration.retries = 0
-        self.where = f"kubernetes:{context or 'current context'} ({api.configuration.host})"
+        manifests.check_namespace(namespace)
+        configuration = load_kubeconfig(context)
+        configuration.retries = 0  # before the pool is made: a silent server costs one try of 10 s, not four
+        api = client.ApiClient(configuration)
+        self.where = f"kubernetes:{context or 'current context'} ({configuration.host})"
         self.namespace = namespace
         self.core, self.batch = client.CoreV1Api(api), client.BatchV1Api(api)
         self.custom, self.apis = client.CustomObjectsApi(api), client.ApisApi(api)
@@ -74,18 +110,28 @@ class Cluster:
     def call(self, verb: str, resource: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """function(*args) with the API's refusals as one line: 403 names the verb and resource."""
         from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
+        from urllib3.exceptions import HTTPError, NewConnectionError
+        from urllib3.exceptions import TimeoutError as TimeoutStateError
 
         try:
             return function(*args, _request_timeout=CONNECT_SECONDS, **kwargs)
         except ApiException as err:
+            if err.status == 401:
+                raise UsageError(f"the Kubernetes API server of {self.where} refuses your credentials (401 "
+                                 "Unauthorized)", hint="renew them (`gcloud container clusters get-credentials "
+                                 "CLUSTER`), or point KUBECONFIG at the file that holds them") from None
             if err.status == 403:
                 raise UsageError(f"the cluster refuses to let you {verb} {resource} in namespace {self.namespace!r} "
                                  "(RBAC: 403 Forbidden)", hint="ask for a Role that grants it, or use another "
                                  "--namespace") from None
             raise
         except HTTPError as err:
-            raise UsageError(f"cannot reach the Kubernetes API server of {self.where}: {type(err).__name__}",
+            cause = getattr(err, "reason", None) or err
+            timed_out = isinstance(cause, (TimeoutError, TimeoutStateError)) and \
+                not isinstance(cause, NewConnectionError)  # urllib3 makes a refused connection a timeout too
+            why = f"no answer within {CONNECT_SECONDS} s" if timed_out else \
+                f"{type(cause).__name__}: {str(cause).rpartition('>: ')[2][:160]}"
+            raise UsageError(f"cannot reach the Kubernetes API server of {self.where}: {why}",
                              hint="check the cluster is up and your kubeconfig's server address") from None
 
     def check_namespace(self) -> None:
@@ -98,8 +144,8 @@ class Cluster:
                 raise UsageError(f"namespace {self.namespace!r} does not exist on {self.where}",
                                  hint=f"kubectl create namespace {self.namespace}, or pass another "
                                       "--namespace") from None
-            raise UsageError(f"the API server answered {err.status} {err.reason} for namespace "
-                             f"{self.namespace!r}") from None
+            raise UsageError(f"the API server answered {refusal_text(err)} for namespace {self.namespace!r}") \
+                from None
 
 
     def check_serves(self, k8s_api: str) -> None:
@@ -156,7 +202,7 @@ def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
         except ApiException as err:
             if err.status != 409:
                 raise UsageError(f"the API server refused {obj['kind']} {obj['metadata']['name']!r}: "
-                                 f"{err.status} {err.reason}") from None
+                                 f"{refusal_text(err)}") from None
             if _labels_there(cluster, obj).get(manifests.REQUEST_LABEL) != request:
                 raise UsageError(f"a {obj['kind']} named {obj['metadata']['name']!r} from another submission "
                                  f"exists in namespace {cluster.namespace!r}",

@@ -20,7 +20,7 @@ def _namespace(context: str | None) -> str:
 
     try:
         contexts, current = config.list_kube_config_contexts()
-    except (config.ConfigException, OSError):
+    except Exception:  # an unusable kubeconfig: kube.Cluster says what is wrong with it, in one line
         return "default"
     chosen = next((c for c in contexts if c["name"] == context), None) if context else current
     return ((chosen or {}).get("context") or {}).get("namespace") or "default"
