@@ -35,6 +35,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from mlsubmit.emulator.server import drain
+
 log = logging.getLogger("mlsubmit.emulator.kube")
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes: "Request entity too large: limit is 3145728"
 MAX_DEPTH = 100  # nesting levels of a request body (real objects use < 30; deeper ones would exhaust recursion)
@@ -257,14 +259,8 @@ class Handler(BaseHTTPRequestHandler):
             length = self._length()
         except ApiStatus:
             return
-        if length > _DRAIN_LIMIT:
+        if not drain(self.rfile, length, _DRAIN_LIMIT):
             self.close_connection = True
-            return
-        while length > 0:
-            chunk = self.rfile.read(min(length, 1 << 20))
-            if not chunk:
-                break
-            length -= len(chunk)
 
     def _read_body(self) -> bytes:
         encoding = self.headers.get("Transfer-Encoding", "").strip().lower()

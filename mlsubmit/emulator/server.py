@@ -264,14 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
         return data
 
     def _discard(self, length: int) -> None:
-        if length > _DRAIN_LIMIT:
+        if not drain(self.rfile, length):
             self.close_connection = True
-            return
-        while length > 0:
-            chunk = self.rfile.read(min(length, 1 << 20))
-            if not chunk:
-                break
-            length -= len(chunk)
 
     def _send(self, status: int, payload: Any) -> None:
         data = json.dumps(payload, indent=2).encode("utf-8") + b"\n"
@@ -303,6 +297,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
     do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
+
+
+def drain(rfile: Any, length: int, limit: int = _DRAIN_LIMIT) -> bool:
+    """Read and drop `length` bytes of a body this request will not use, so the connection can carry the answer;
+    False (nothing read) when it is over `limit`: the connection must then be closed."""
+    if length > limit:
+        return False
+    while length > 0:
+        chunk = rfile.read(min(length, 1 << 20))
+        if not chunk:
+            break
+        length -= len(chunk)
+    return True
 
 
 def _decode(raw: bytes, content_type: str) -> Any:
