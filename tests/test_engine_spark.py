@@ -5,9 +5,12 @@ trainer unmodified."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from tests.support.engine_clusters import spark_cluster
+from tests.support import engine_checks as checks
+from tests.support.engine_clusters import spark_cluster, stock_python
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
                                         test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync, tiny)
@@ -20,3 +23,12 @@ def cluster(tmp_path_factory):
     found = spark_cluster(tmp_path_factory.mktemp("spark"))
     yield found
     found.stop()
+
+
+def test_stock_nodes(cluster, tmp_path, home):
+    """The executors' Python workers are a stock Python (PYSPARK_PYTHON; PySpark wants the driver's version):
+    pyspark comes from Spark's own pyspark.zip, and the launcher, its venv and pip are that Python's."""
+    stock = stock_python("%d.%d" % sys.version_info[:2])
+    if stock is None:
+        pytest.skip("no stock Python %d.%d (pyenv) on this machine" % sys.version_info[:2])
+    checks.check_stock_nodes(cluster, tmp_path, home, stock, {"PYSPARK_PYTHON": stock.path})

@@ -75,10 +75,13 @@ def _study(engine: Any, spec: Any, tuning: Any, target: str, *, api: str, packag
     from mlsubmit.commands._local_tuning import render_study
     from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.local import local_job
+    from mlsubmit.targets.cluster_record import check_job_id
     from mlsubmit.targets.cluster_run import build_packages
     from mlsubmit.targets.cluster_tuning import ClusterTuning
 
     local_job.check_runnable(spec)
+    if spec.job_name:
+        check_job_id(spec.job_name, "--job-name")  # each trial's record is named after it
     if spec.job_dir and spec.job_dir.startswith("gs://"):
         raise invalid_value("--job-dir", spec.job_dir, "a directory this machine and the cluster share, for a study "
                             "(each trial's cloudml-hypertune metrics are read from it here)",

@@ -1,7 +1,9 @@
 """The emulated cluster's kubelet: the pods of a batch/v1 Job (mlsubmit.emulator.kube_jobs) run as local processes.
 
 A pod (`<job>-<i>-<suffix>`, hostname `<job>-<i>`, `subdomain` from its template) runs its container's command here:
-`python3` is this Python (the "image"), a configMap volume is a directory holding the ConfigMap's data,
+`python3` is this Python (the "image"; $MLSUBMIT_EMULATOR_IMAGE_PYTHON names another interpreter, say a stock Python
+without setuptools or wheel, whose pip the launcher then installs the job's packages with), a configMap volume is a
+directory holding the ConfigMap's data,
 $JOB_COMPLETION_INDEX is set. THE ONE DIFFERENCE from a cluster: there is no DNS for `<host>.<subdomain>`, so a
 launcher spec file (a `.json` argument under a configMap mount) whose `address_pattern` names such hosts is rewritten
 into `addresses` of 127.0.0.1 with a port this emulator gives each host (the same host always gets the same port).
@@ -22,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+IMAGE_PYTHON_VARIABLE = "MLSUBMIT_EMULATOR_IMAGE_PYTHON"
 PORTS: dict[str, int] = {}
 _PORTS_LOCK = threading.Lock()
 
@@ -83,7 +86,7 @@ def _argv(container: dict[str, Any], mounts: dict[str, Path]) -> list[str]:
                 arg = str(local)
         out.append(arg)
     if out and out[0] in ("python3", "python"):
-        out[0] = sys.executable
+        out[0] = os.environ.get(IMAGE_PYTHON_VARIABLE) or sys.executable
     return out
 
 

@@ -28,9 +28,11 @@ The spec (JSON object; only job_id, roles, module and an address source are requ
                  address accepted connections once and then refuses them for `chief_gone_seconds` (default 10).
     grace_seconds (15), evaluator_grace_seconds (120): how long a replica may finish on its own once the chief
                  ended before it is stopped (it then exits 0, as the service ends them).
-    cache_dir    where venvs are kept by the packages' sha256 (default $MLSUBMIT_HOME/launcher or
-                 ~/.mlsubmit/launcher); work_root: where the replica's private working directory is made (removed
-                 after, unless keep_workdir).
+    cache_dir    where venvs are kept by the packages' sha256 and the node's Python (default
+                 $MLSUBMIT_HOME/launcher or ~/.mlsubmit/launcher); work_root: where the replica's private working
+                 directory is made (removed after, unless keep_workdir).
+    node_python  the interpreter `run_in_subprocess` starts the launcher with on the node (a path or a name on its
+                 PATH; default the engine worker's own Python): the replica's venv, pip and module are that Python's.
     python       an environment installed already (`train --local`'s venv): the module runs with this interpreter
                  and no package is installed.
     workdir      a private working directory prepared already (`train --local`'s mirror of the user's directory,
@@ -290,41 +292,131 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
-def venv_key(digests, python_version=None):
+def venv_key(digests, python_version=None, environment=None):
+    """The name of the venv holding packages `digests` made by the Python of `environment` (its sys.prefix: two
+    Pythons of one node never share a venv, whose base interpreter and site packages are the maker's)."""
     import hashlib
 
     python_version = python_version or tuple(sys.version_info[:2])
-    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    parts = [*digests, *([environment] if environment else [])]
+    key = parts[0] if len(parts) == 1 else hashlib.sha256("".join(parts).encode()).hexdigest()
     return f"{key[:16]}-py{python_version[0]}{python_version[1]}"
 
 
 def _create_venv(path):
+    """A venv at `path` made by this node's Python as it comes (its pip, with or without setuptools and wheel)."""
     import importlib.util
     import site
     import venv
 
-    venv.EnvBuilder(system_site_packages=True, with_pip=importlib.util.find_spec("pip") is None,
-                    symlinks=os.name != "nt").create(path)
+    try:
+        venv.EnvBuilder(system_site_packages=True, with_pip=importlib.util.find_spec("pip") is None,
+                        symlinks=os.name != "nt").create(path)
+    except (subprocess.CalledProcessError, OSError) as err:  # no ensurepip (Debian's python3 without python3-venv)
+        raise RuntimeError(f"this node's Python {_this_python()} could not make a venv with pip for the packages "
+                           f"({err}): install pip and venv into it (python3-pip, python3-venv)") from None
     python = os.path.join(path, "bin", "python")
     if sys.prefix != sys.base_prefix:  # this node's Python is itself a venv: let the new one see its packages
         purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+                                 capture_output=True, text=True, check=True, env=_pip_env()).stdout.strip()
         with open(os.path.join(purelib, "_mlsubmit_node_site.pth"), "w") as handle:
             handle.writelines(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
     return python
 
 
+def _this_python():
+    return "%d.%d (%s)" % (sys.version_info[0], sys.version_info[1], sys.executable)
+
+
+def _pip_env():
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+# How pip (23.0 to 26.3 seen) says it could not put a build requirement (setuptools, wheel) into an isolated build
+# environment: "Installing build dependencies: finished with status 'error'", "× pip subprocess to install build
+# dependencies did not run successfully" ("backend dependencies": what setuptools asks for once it runs).
+_BUILD_DEPS_FAILED = r"install(?:ing)? (?:build|backend) dependencies(?:: finished with status 'error'| did not run)"
+
+
+def pip_reason(output):
+    """What pip said went wrong, as one line: its `ERROR:` / `error:` / `×` lines (the last six), else its last
+    lines."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith(("ERROR:", "error:", "\u00d7"))
+            and line != "error: subprocess-exited-with-error"]
+    picked = []
+    for line in said or lines[-6:]:
+        if line not in picked:
+            picked.append(line)
+    return " | ".join(picked[-6:])
+
+
+def build_backend_of(python):
+    """(setuptools version or None, whether `wheel` imports) in interpreter `python`."""
+    probe = ("try:\n import setuptools; v = setuptools.__version__\nexcept Exception:\n v = ''\n"
+             "try:\n import wheel; w = 1\nexcept Exception:\n w = 0\nprint('%s %d' % (v, w))")
+    said = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=_pip_env()).stdout.split()
+    return (said[0] if len(said) == 2 else None), said[-1:] == ["1"]
+
+
+def builds_without_isolation(setuptools_version, has_wheel):
+    """Whether setuptools can build a wheel with nothing fetched: 70.1 and later have bdist_wheel themselves, older
+    ones need the `wheel` package (without it: "invalid command 'bdist_wheel'")."""
+    if not setuptools_version:
+        return False
+    import re
+
+    numbers = [int(n) for n in re.findall(r"\d+", setuptools_version)[:2]] + [0]
+    return has_wheel or (numbers[0], numbers[1]) >= (70, 1)
+
+
+def _pip_install(python, args, cwd):
+    return subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args],
+                          capture_output=True, text=True, env=_pip_env(), cwd=cwd)
+
+
+def pip_install(python, items, cwd, say, names):
+    """`pip install items` into `python`'s venv as the cloud's `pip install` runs: sdists built in an isolated
+    environment with the build requirements they declare, fetched from the node's package index. Only when that
+    fetch fails (no index reachable, none with a setuptools for this Python) is the node's own setuptools used
+    (`--no-build-isolation`), and only if it can build a wheel; otherwise RuntimeError says so in one line."""
+    import re
+
+    done = _pip_install(python, items, cwd)
+    output = done.stderr + done.stdout
+    if done.returncode != 0 and re.search(_BUILD_DEPS_FAILED, output, re.I):
+        inner = [line.strip() for line in output.split("[end of output]")[0].splitlines()]
+        fetched = " | ".join([line for line in inner if line.startswith("ERROR:")][-2:]) or "no answer"
+        setuptools_version, has_wheel = build_backend_of(python)
+        if not builds_without_isolation(setuptools_version, has_wheel):
+            has = f"setuptools {setuptools_version} without the wheel package" if setuptools_version else \
+                "no setuptools"
+            raise RuntimeError(
+                f"pip could not install {names}: it could not fetch the build requirements from this node's "
+                f"package index ({fetched}), and this node's Python {_this_python()} cannot build without them (it "
+                f"has {has}; setuptools before 70.1 builds wheels only with wheel installed): give the nodes a "
+                f"package index they can reach (pip.conf, PIP_INDEX_URL), or install setuptools>=70.1 into that "
+                f"Python")
+        say(f"no build requirements from a package index ({fetched}); building with this node's setuptools "
+            f"{setuptools_version} (--no-build-isolation)")
+        done = _pip_install(python, ["--no-build-isolation", *items], cwd)
+        output = done.stderr + done.stdout
+    if done.returncode != 0:
+        raise RuntimeError(f"pip could not install {names} (exit code {done.returncode}): {pip_reason(output)}")
+
+
 def installed_python(packages, cache_dir, say, requirements=()):
     """The python of a venv holding `requirements` (what the job's image adds) and `packages` (installed in order,
-    with their requirements, as the cloud does), kept under `cache_dir` by their sha256 and built once per node (a
-    lock; built aside, renamed into place). Raises RuntimeError with pip's last lines when they do not install."""
+    with their requirements, as the cloud does: `pip_install`), kept under `cache_dir` by their sha256 and built
+    once per node (a lock; built aside, renamed into place). Raises RuntimeError, one line, when they do not
+    install."""
     import fcntl
     import hashlib
 
     digests = [sha256_of(p) for p in packages]
     if requirements:
         digests.append(hashlib.sha256("\n".join(requirements).encode()).hexdigest())
-    key = venv_key(digests)
+    key = venv_key(digests, environment=sys.prefix)
     os.makedirs(cache_dir, exist_ok=True)
     final = os.path.join(cache_dir, key)
     python = os.path.join(final, "bin", "python")
@@ -335,26 +427,13 @@ def installed_python(packages, cache_dir, say, requirements=()):
             return python
         building = tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir)
         try:
-            built = _create_venv(building)
-            no_isolation = ["--no-build-isolation"] if _has_setuptools(built) else []
-            cmd = [built, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *no_isolation,
-                   *requirements, *packages]
-            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=building)
-            if done.returncode != 0:
-                lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-                reason = [line for line in lines if line.startswith("ERROR")] or lines[-6:]
-                raise RuntimeError(f"pip could not install {', '.join(map(os.path.basename, packages))} (exit code "
-                                   f"{done.returncode}): " + " | ".join(line.strip() for line in reason[-6:]))
+            pip_install(_create_venv(building), [*requirements, *packages], building, say,
+                        ", ".join(map(os.path.basename, packages)))
             os.rename(building, final)
         finally:
             shutil.rmtree(building, ignore_errors=True)
     say(f"packages installed with their requirements into {final}")
     return python
-
-
-def _has_setuptools(python):
-    return subprocess.run([python, "-c", "import setuptools"], capture_output=True).returncode == 0
 
 
 # -- running ----------------------------------------------------------------------------------------------------
@@ -593,6 +672,10 @@ def read_spec(argv, environ):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if sys.version_info < (3, 8):
+        print("[launcher] error: the launcher needs Python 3.8 or later; this node's is %d.%d (%s)"
+              % (sys.version_info[0], sys.version_info[1], sys.executable), file=sys.stderr)
+        return BAD_SPEC
     try:
         sys.stdout.reconfigure(errors="replace")  # whatever the module printed reaches the reader
         spec = read_spec(argv, os.environ)
@@ -623,7 +706,13 @@ def run_in_subprocess(spec):
     text = LAUNCHER_SOURCE or open(__file__, encoding="utf-8").read()
     env = {k: v for k, v in os.environ.items() if k != SPEC_VARIABLE}
     env[SPEC_VARIABLE] = json.dumps(spec)
-    process = subprocess.Popen([sys.executable, "-c", text], env=env, stdin=subprocess.DEVNULL,
+    python = sys.executable
+    if spec.get("node_python"):
+        python = shutil.which(spec["node_python"])
+        if python is None:
+            raise RuntimeError(f"the job's node Python {spec['node_python']!r} (MLSUBMIT_NODE_PYTHON) is not an "
+                               f"executable on {socket.gethostname()}")
+    process = subprocess.Popen([python, "-c", text], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
                                start_new_session=True,
                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)

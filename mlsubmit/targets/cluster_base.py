@@ -6,23 +6,54 @@ shipped by value: nothing of mlsubmit is needed on the cluster) with the replica
 launchers connect back to this machine's `Control` server: their lines and exit codes arrive there, `chief_done`
 and `stop` go out, and a launcher that loses the connection stops its replica, so no replica outlives the
 `mlsubmit train` that started it.
+
+Before any engine client is started, `Engine.reachable` speaks the engine's first message itself on a plain socket
+(each engine's `greet`) with a deadline and bounded reads: the engines' own clients wait without end on a port that
+accepts and says nothing, or trust the length a port answering garbage sends.
 """
 
 from __future__ import annotations
 
 import abc
+import ipaddress
 import json
 import queue
+import re
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
 
 SCHEMES = {"spark": "spark", "dask": "dask", "ray": "ray"}  # scheme → the extra that brings the engine
-CONNECT_SECONDS = 10.0
+CONNECT_SECONDS = 10.0  # for the cluster's port to accept a connection
+ANSWER_SECONDS = 5.0  # then for it to answer the engine's first message (a live engine answers at once)
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+
+
+class NotTheEngine(Exception):
+    """What answered at the cluster's address does not speak the engine's protocol (the message says how)."""
+
+
+def read_exactly(sock: socket.socket, count: int, deadline: float) -> bytes:
+    """`count` bytes from `sock` by `deadline` (time.monotonic()); TimeoutError after it, NotTheEngine when the
+    other side closes the connection first."""
+    data = bytearray()
+    while len(data) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError()
+        sock.settimeout(left)
+        chunk = sock.recv(min(count - len(data), 65536))
+        if not chunk:
+            raise NotTheEngine(f"it closed the connection after {len(data)} bytes" if data else
+                               "it closed the connection without answering")
+        data += chunk
+    return bytes(data)
 
 
 class Engine(abc.ABC):
@@ -30,11 +61,18 @@ class Engine(abc.ABC):
 
     scheme = ""
     module = ""  # the engine's import name, to say which extra is missing
+    serves = ""  # what listens at the address: "a Dask scheduler (port 8786 by default)"
 
     def __init__(self, address: str):
         self.address = address
-        self.host, _, port = address.rpartition(":")
+        host, _, port = address.rpartition(":")
+        self.host = host[1:-1] if host.startswith("[") else host  # an IPv6 literal as sockets take it
         self.port = int(port)
+
+    @abc.abstractmethod
+    def greet(self, sock: socket.socket, deadline: float) -> None:
+        """Speak the engine's first message on a fresh connection and read the answer by `deadline` (use
+        `read_exactly`): NotTheEngine when the answer is not the engine's. Nothing is started by it."""
 
     @abc.abstractmethod
     def connect(self) -> None:
@@ -61,13 +99,28 @@ class Engine(abc.ABC):
         return f"{self.scheme}://{self.address}"
 
     def reachable(self) -> None:
-        """UsageError within CONNECT_SECONDS when nothing answers at the address."""
+        """UsageError when nothing accepts a connection at the address within CONNECT_SECONDS, or what does is not
+        the engine: no answer to its first message within ANSWER_SECONDS, or an answer in another protocol. Bounded
+        whatever answers (no engine client is started, nothing is read beyond a small, checked length)."""
         try:
-            with socket.create_connection((self.host, self.port), timeout=CONNECT_SECONDS):
-                return
+            sock = socket.create_connection((self.host, self.port), timeout=CONNECT_SECONDS)
         except OSError as err:
             raise UsageError(f"cannot reach the {self.scheme} cluster at {self.where()}: "
                              f"{err.strerror or err}", hint="start it, or check the host and port") from None
+        with sock:
+            try:
+                self.greet(sock, time.monotonic() + ANSWER_SECONDS)
+                return
+            except TimeoutError:
+                problem = f"it accepted the connection but said nothing within {ANSWER_SECONDS:g} s"
+            except NotTheEngine as err:
+                problem = str(err)
+            except ConnectionError:  # reset, or a broken pipe while sending the first message
+                problem = "it closed the connection without answering"
+            except OSError as err:
+                problem = f"the connection failed: {err.strerror or err}"
+        raise UsageError(f"{self.where()} does not answer as {self.serves}: {problem}",
+                         hint="check the host and port, and that the cluster is up")
 
 
 def parse_target(text: str) -> tuple[str, str]:
@@ -81,7 +134,21 @@ def parse_target(text: str) -> tuple[str, str]:
     host, _, port = rest.rstrip("/").rpartition(":")
     if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
         raise invalid_value("--target", text, f"{scheme}://HOST:PORT with a port from 1 to 65535")
+    if not valid_host(host):
+        raise invalid_value("--target", text, f"{scheme}://HOST:PORT whose HOST is a host name (letters, digits, "
+                            "'-', '_' and '.', labels of at most 63 and 253 characters in all), an IPv4 address or "
+                            "an IPv6 address in brackets")
     return scheme, f"{host}:{int(port)}"
+
+
+def valid_host(host: str) -> bool:
+    """Whether `host` is a DNS name, an IPv4 address or a bracketed IPv6 address (what the engines' URLs take)."""
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return isinstance(ipaddress.ip_address(host[1:-1]), ipaddress.IPv6Address)
+        except ValueError:
+            return False
+    return len(host) <= 253 and host.isascii() and _HOST_NAME.fullmatch(host) is not None
 
 
 def engine_for(text: str) -> Engine:

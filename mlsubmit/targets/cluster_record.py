@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mlsubmit.errors import UsageError
+from mlsubmit.errors import UsageError, invalid_value
 from mlsubmit.targets.base import JobStatus, LogEntry, PoolSummary, check_state
 
 API = "cluster"
+MAX_JOB_ID = 200  # characters: a --job-name (at most 128) with a tuning trial's `-trial-N`, well inside a file name
+_JOB_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_JOB_ID - 1}}}")
+
+
+def check_job_id(job: object, field: str = "cluster job name") -> str:
+    """`job` as it names its record's directory: a letter or digit, then letters, digits, '_', '-' or '.'.
+    Anything else (a '/', '..', a newline, a space) is refused in one line, never cut or escaped into a path."""
+    if isinstance(job, str) and _JOB_ID.fullmatch(job):
+        return job
+    fixed = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(job)).strip("._-")[:128] or "job1"
+    raise invalid_value(field, job, f"a cluster job name: a letter or digit, then letters, digits, '_', '-' or '.', "
+                        f"at most {MAX_JOB_ID} characters (it names the job's record, {root()}/<name>/)",
+                        hint=f"use {field if field.startswith('--') else 'the name'} {fixed}")
 
 
 def root() -> Path:
@@ -34,7 +48,7 @@ class Record:
     """One job's directory; every write replaces job.json whole (written aside, renamed)."""
 
     def __init__(self, job_id: str):
-        self.job_id = job_id
+        self.job_id = check_job_id(job_id)
         self.dir = root() / job_id
         self._log = None
         self._count = 0
@@ -118,7 +132,7 @@ class ClusterJobs:
     noun = "cluster job"
 
     def resolve(self, job: str) -> str:
-        return job.strip()
+        return check_job_id(job, "JOB")
 
     def get(self, job: str) -> JobStatus:
         return status_of(Record(self.resolve(job)).read())
@@ -159,4 +173,5 @@ class ClusterJobs:
 
 
 def recorded(job: str) -> bool:
-    return bool(job) and "/" not in job and (root() / job.strip() / "job.json").exists()
+    """Whether a cluster job named `job` was run from this machine (False for a name no record can have)."""
+    return isinstance(job, str) and _JOB_ID.fullmatch(job) is not None and (root() / job / "job.json").exists()

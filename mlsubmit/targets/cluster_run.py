@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import os
 import signal
 import tempfile
 import threading
@@ -26,9 +27,10 @@ from typing import Any
 from mlsubmit.chatter import is_chatter
 from mlsubmit.errors import UsageError
 from mlsubmit.targets.cluster_base import Control, Engine, local_ip_towards
-from mlsubmit.targets.cluster_record import Record, now, recorded, root
+from mlsubmit.targets.cluster_record import Record, check_job_id, now, recorded, root
 
 _TAIL = 400
+NODE_PYTHON_VARIABLE = "MLSUBMIT_NODE_PYTHON"  # like PYSPARK_PYTHON: the Python the replicas run with on the nodes
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,15 @@ def build_packages(package_path: str, setup_py: str | None, say: Callable[[str],
 
 
 def replica_specs(spec: Any, *, api: str, job_id: str, job_dir: str | None, packages: list, control: Control,
-                  extra_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One launcher spec per replica, in pool order (addresses are the engine's to fill in)."""
+                  extra_env: dict[str, str] | None = None, node_python: str | None = None) -> list[dict[str, Any]]:
+    """One launcher spec per replica, in pool order (addresses are the engine's to fill in). `node_python`: the
+    interpreter the launcher runs with on the nodes (MLSUBMIT_NODE_PYTHON), else the engine worker's own."""
     roles = [[role, pool.replica_count] for role, pool in spec.pools.items()]
     base = {"job_id": job_id, "api": api, "tier": spec.tier, "roles": roles, "module": spec.python_module,
             "args": list(spec.args), "job_dir": job_dir, "packages": packages, "env": {**spec.env_dict,
             **(extra_env or {})}, "control": control.address, "token": control.token}
+    if node_python:
+        base["node_python"] = node_python
     return [{**base, "role": role, "index": i} for role, count in roles for i in range(count)]
 
 
@@ -98,12 +103,14 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
         reject_env_for_legacy(spec)
     need = len(local_job.roles(spec))
     taken = job_id or spec.job_name
+    if taken:
+        check_job_id(taken, "--job-name")
     if taken and recorded(taken):
         raise UsageError(f"a cluster job named {taken!r} was already run from this machine "
                          f"({root() / taken})", hint="pick another --job-name")
     engine.reachable()
-    engine.connect()
     try:
+        engine.connect()
         free = engine.free_slots(need)
         if need > free:
             raise UsageError(f"the job needs {need} replica slots on {engine.where()}, which has {free} free",
@@ -112,13 +119,12 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
         job_id = job_id or spec.job_name or generate_job_name(name)
         job_dir = spec.job_dir or None
         if job_dir and "://" not in job_dir:
-            import os
-
             job_dir = os.path.abspath(job_dir)
         control = Control(local_ip_towards(engine.host))
         try:
             specs = replica_specs(spec, api=api, job_id=job_id, job_dir=job_dir, packages=packages,
-                                  control=control, extra_env=extra_env)
+                                  control=control, extra_env=extra_env,
+                                  node_python=os.environ.get(NODE_PYTHON_VARIABLE) or None)
             names = [f"{s['role']}-{s['index']}" for s in specs]
             record = Record.create(job_id, target=engine.where(), api=api, module=spec.python_module,
                                    args=list(spec.args), job_dir=job_dir,

@@ -4,17 +4,49 @@ the scheduler's heartbeats. The addresses are the workers' hosts with a port eac
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from mlsubmit.errors import UsageError
-from mlsubmit.targets.cluster_base import CONNECT_SECONDS, Engine
+from mlsubmit.targets.cluster_base import CONNECT_SECONDS, Engine, NotTheEngine, read_exactly
+
+_MAX_HANDSHAKE = 65_536  # bytes: a scheduler's handshake is about 60
+
+
+def check_handshake(sock: socket.socket, deadline: float) -> None:
+    """The handshake a Dask scheduler sends as soon as it accepts a connection (distributed's TCP comm): the
+    frames' total length (8 bytes, little-endian), the number of frames, each frame's length, then a msgpack map
+    with `compression`, `python` and `pickle-protocol`. Read with bounded lengths (a Dask client itself would
+    trust the first 8 bytes and allocate them, or wait for the handshake without end)."""
+    head = read_exactly(sock, 8, deadline)
+    (size,) = struct.unpack("<Q", head)
+    if not 16 <= size <= _MAX_HANDSHAKE:
+        raise NotTheEngine(f"it answered {head!r}, not the start of a Dask handshake")
+    body = read_exactly(sock, size, deadline)
+    (count,) = struct.unpack_from("<Q", body)
+    lengths = struct.unpack_from(f"<{count}Q", body, 8) if 1 <= count <= 16 and 8 + 8 * count <= size else ()
+    if not lengths or 8 + 8 * count + sum(lengths) != size:
+        raise NotTheEngine(f"it answered {size} bytes that are not Dask's frames")
+    try:
+        import msgpack
+
+        message = msgpack.loads(body[8 + 8 * count:8 + 8 * count + lengths[0]], raw=False)
+    except Exception:  # noqa: BLE001 - whatever msgpack makes of bytes that are not its own
+        message = None
+    if not isinstance(message, dict) or "pickle-protocol" not in message:
+        raise NotTheEngine("its first message is not a Dask handshake")
 
 
 class DaskEngine(Engine):
     scheme = "dask"
     module = "distributed"
+    serves = "a Dask scheduler (port 8786 by default)"
+
+    def greet(self, sock: socket.socket, deadline: float) -> None:
+        check_handshake(sock, deadline)
 
     def __init__(self, address: str):
         super().__init__(address)

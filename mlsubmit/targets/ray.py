@@ -4,12 +4,26 @@ runs the launcher in a child process. Cancelling kills the actors and removes th
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from mlsubmit.errors import UsageError
-from mlsubmit.targets.cluster_base import Engine
+from mlsubmit.targets.cluster_base import Engine, NotTheEngine, read_exactly
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_EMPTY_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # length 0, type SETTINGS, no flags, stream 0
+
+
+def check_http2(sock: socket.socket, deadline: float) -> None:
+    """Ray Client is gRPC, so HTTP/2: after the client's connection preface the server's first frame is SETTINGS
+    (9-byte header: length, type 4, flags, stream 0; a payload of 6-byte settings)."""
+    sock.sendall(HTTP2_PREFACE + _EMPTY_SETTINGS)
+    head = read_exactly(sock, 9, deadline)
+    length, kind, stream = int.from_bytes(head[:3], "big"), head[3], int.from_bytes(head[5:], "big") & 0x7FFFFFFF
+    if kind != 4 or stream != 0 or length % 6 or length > 16_384:
+        raise NotTheEngine(f"it answered {head!r}, not the HTTP/2 settings a gRPC server starts with")
 
 
 def _actor_class(launcher: Any) -> Any:
@@ -30,6 +44,10 @@ def _actor_class(launcher: Any) -> Any:
 class RayEngine(Engine):
     scheme = "ray"
     module = "ray"
+    serves = "a Ray Client server (the head's port 10001 by default)"
+
+    def greet(self, sock: socket.socket, deadline: float) -> None:
+        check_http2(sock, deadline)
 
     def __init__(self, address: str):
         super().__init__(address)

@@ -8,12 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from mlsubmit.errors import UsageError
-from mlsubmit.targets.cluster_base import Engine
+from mlsubmit.targets.cluster_base import Engine, NotTheEngine, read_exactly
+
+_PROBE_STREAM = b"files/mlsubmit-probe"  # a file no master serves: it answers "Stream '…' was not found."
+_STREAM_REQUEST, _STREAM_RESPONSE, _STREAM_FAILURE = 6, 7, 8  # org.apache.spark.network.protocol.Message.Type
+
+
+def check_transport(sock: socket.socket, deadline: float) -> None:
+    """Spark's RPC transport (Netty; what a standalone master listens with): a frame is its length (8 bytes,
+    big-endian, counting itself), a message type (1 byte) and the message. A StreamRequest for a file the master
+    does not serve is answered at once with a StreamFailure, and starts nothing there."""
+    message = bytes([_STREAM_REQUEST]) + struct.pack(">i", len(_PROBE_STREAM)) + _PROBE_STREAM
+    sock.sendall(struct.pack(">q", 8 + len(message)) + message)
+    head = read_exactly(sock, 9, deadline)
+    (length,) = struct.unpack(">q", head[:8])
+    if head[8] not in (_STREAM_RESPONSE, _STREAM_FAILURE) or not 9 <= length <= 1 << 20:
+        raise NotTheEngine(f"it answered {head!r}, not a frame of Spark's RPC transport")
 
 _EXECUTOR_WAIT = 60.0  # seconds for the standalone master to give this application its executors
 
@@ -64,15 +81,21 @@ def _jvm_output_to(path: str):
 class SparkEngine(Engine):
     scheme = "spark"
     module = "pyspark"
+    serves = "a Spark standalone master (port 7077 by default)"
 
     def __init__(self, address: str):
         super().__init__(address)
         self.context: Any = None
         self.job_id = ""
-        self.log = _driver_log()  # removed when the application ends
+        self.log = ""  # the driver's log, made by connect() and removed when the application ends
+
+    def greet(self, sock: socket.socket, deadline: float) -> None:
+        check_transport(sock, deadline)
 
     def connect(self) -> None:
         from pyspark import SparkConf, SparkContext
+
+        self.log = _driver_log()
 
         conf = (SparkConf().setMaster(f"spark://{self.address}").setAppName("mlsubmit")
                 .set("spark.ui.enabled", "false").set("spark.task.maxFailures", "1")
@@ -131,7 +154,7 @@ class SparkEngine(Engine):
             except Exception:  # noqa: BLE001
                 pass
             self.context = None
-        if os.path.exists(self.log):
+        if self.log and os.path.exists(self.log):
             os.unlink(self.log)
 
 

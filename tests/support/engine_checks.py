@@ -48,15 +48,67 @@ def tiny_project(root: Path) -> Path:
     return package
 
 
-def mlsubmit(*args: str, cluster, home: Path, cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home), **cluster.env}
+def mlsubmit(*args: str, cluster, home: Path, cwd: Path, timeout: float = 400,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home), **cluster.env, **(env or {})}
     return subprocess.run([sys.executable, "-m", "mlsubmit", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
-def train(cluster, *args: str, home: Path, cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess:
+def train(cluster, *args: str, home: Path, cwd: Path, timeout: float = 400,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return mlsubmit("train", "--target", cluster.target, *args, cluster=cluster, home=home, cwd=cwd,
-                    timeout=timeout)
+                    timeout=timeout, env=env)
+
+
+# A package for stock nodes (no TensorFlow there): it imports mlsubmit_runtime, so the runtime's sdist travels with
+# it (the package a stock node's setuptools could not build, #32), and needs tabulate, which pip fetches from the
+# node's index; each replica says which Python its venv was made from and what that Python brought.
+STOCK_TASK = '''\
+import importlib.metadata, importlib.util, json, os, sys
+import mlsubmit_runtime
+from tabulate import tabulate
+try:
+    setuptools = importlib.metadata.version("setuptools")
+except importlib.metadata.PackageNotFoundError:
+    setuptools = None
+facts = {"python": "%d.%d" % sys.version_info[:2], "base": sys.base_prefix, "setuptools": setuptools,
+         "wheel": importlib.util.find_spec("wheel") is not None}
+print("node", json.dumps(facts), flush=True)
+print(tabulate([[json.loads(os.environ["TF_CONFIG"])["task"]["type"], mlsubmit_runtime.__name__]]), flush=True)
+'''
+
+
+def stock_project(root: Path) -> Path:
+    """A tiny project whose task is STOCK_TASK and whose one requirement is tabulate; returns the package dir."""
+    from tests.support.tiny_package import make_project
+
+    package = make_project(root, task=STOCK_TASK)
+    (root / "setup.py").write_text((root / "setup.py").read_text().replace('["requests>=2", "numpy"]',
+                                                                          '["tabulate"]'))
+    return package
+
+
+def node_facts(output: str, replica: str) -> dict:
+    said = [line for line in lines(output, replica) if line.startswith("node {")]
+    assert said, output[-3000:]
+    return json.loads(said[-1][len("node "):])
+
+
+def check_stock_nodes(cluster, tmp: Path, home: Path, stock, env: dict[str, str]) -> None:
+    """Chief + worker on nodes whose replicas run a stock Python (`env` makes them: PYSPARK_PYTHON, or
+    MLSUBMIT_NODE_PYTHON): the runtime's sdist and the trainer's are built as the cloud's `pip install` builds
+    them (in isolation, setuptools fetched from the index), whatever setuptools/wheel that Python has."""
+    package = stock_project(tmp / "stock")
+    done = train(cluster, "--package-path", str(package), "--module-name", "tinypkg.task", "--workers", "1",
+                 "--job-name", "stock_job", home=home, cwd=tmp, env=env)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "exit codes: chief-0 0, worker-0 0" in done.stdout
+    for replica in ("chief-0", "worker-0"):
+        assert node_facts(done.stdout, replica) == stock.facts(), done.stdout[-3000:]
+        assert f"{replica} starts python -m tinypkg.task" in "\n".join(lines(done.stdout, replica))
+    assert "packages installed with their requirements into" in done.stdout
+    assert "--no-build-isolation" not in done.stdout  # the node reached its index: nothing built without isolation
 
 
 def lines(output: str, replica: str) -> list[str]:

@@ -19,6 +19,41 @@ from mlsubmit.local import children
 BIN = Path(sys.executable).parent
 
 
+@dataclass(frozen=True)
+class StockPython:
+    """A Python as python.org or pyenv builds it (not a venv; its own pip and setuptools, no wheel): a stock node."""
+    path: str
+    version: str  # "3.11"
+    prefix: str
+    setuptools: str | None
+
+    def facts(self) -> dict:
+        return {"python": self.version, "base": self.prefix, "setuptools": self.setuptools, "wheel": False}
+
+
+def pyenv_pythons(version: str) -> list[Path]:
+    """pyenv's interpreters of `version` ("3.11"), newest first."""
+    versions = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = [folder / "bin" / f"python{version}" for folder in versions.glob(f"{version}.*")]
+    return sorted((python for python in found if python.exists()), reverse=True)
+
+
+def stock_python(version: str) -> StockPython | None:
+    """pyenv's Python `version` ("3.11", 3.8 or later) when this machine has it stock, else None."""
+    probe = ("import importlib.metadata as m, importlib.util as u, json, sys\n"
+             "try:\n    s = m.version('setuptools')\nexcept m.PackageNotFoundError:\n    s = None\n"
+             "print(json.dumps([sys.prefix == sys.base_prefix and u.find_spec('wheel') is None, sys.prefix, s]))")
+    for python in pyenv_pythons(version):
+        done = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True, timeout=60)
+        if done.returncode == 0:
+            import json
+
+            stock, prefix, setuptools = json.loads(done.stdout)
+            if stock:
+                return StockPython(str(python), version, prefix, setuptools)
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -18,6 +18,9 @@ from pathlib import Path
 
 SECONDS = {  # measured 2026-11-28: 1041 tests in 12 min 10 s on 2 workers (warm image environments)
     "test_benchmarks.py": 160,  # added 2026-11-28: ten benchmarks in their quick mode
+    "test_cluster_hostile.py": 75,  # added 2026-11-28 (#32), measured alone
+    "test_engine_stock_nodes.py": 55,
+    "test_kube_hostile.py": 40,
     "test_kube_cluster.py": 137,
     "test_engine_spark.py": 106,
     "test_trainer_training.py": 98,

@@ -1,0 +1,187 @@
+"""`train --target spark://|dask://|ray://` against what is not a cluster, and job names that would leave their
+directory (#32). Each ends within 10 s with exit 2 and one line on stderr, builds and records nothing, and leaves no
+process: a port that accepts and says nothing, one that answers garbage (or, for Dask, a length of 18 EiB), an HTTP
+server (a dashboard's port given by mistake), one that closes at once; a 10,000-character host; `--job-name
+../../../x/CJTRAV` or a name with a newline on a live Dask cluster, and `jobs describe|logs|cancel` of such names."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import engine_checks as checks
+from tests.support.engine_clusters import dask_cluster
+
+SCHEMES = ("spark", "dask", "ray")
+HTTP_400 = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nBad Request"
+
+
+class FakeServer:
+    """A TCP server on 127.0.0.1 that plays something other than a cluster engine:
+    silent: accepts and never answers; junk: answers 0xff bytes at once and to whatever it is sent (a Dask client
+    reads the first 8 as a frame length of 18 EiB); http: answers each request with HTTP 400, as a dashboard or web
+    UI does; close: closes every connection at once."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self.kind == "close":
+                conn.close()
+                return
+            if self.kind == "junk":
+                conn.sendall(b"\xff" * 4096)
+            while data := conn.recv(65536):
+                if self.kind == "junk":
+                    conn.sendall(b"\xff" * len(data))
+                elif self.kind == "http":
+                    conn.sendall(HTTP_400)
+                    conn.close()
+                    return
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        self.server.close()
+        for conn in self.conns:
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def fakes():
+    servers = {kind: FakeServer(kind) for kind in ("silent", "junk", "http", "close")}
+    yield servers
+    for server in servers.values():
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return checks.tiny_project(tmp_path_factory.mktemp("tiny"))
+
+
+def _processes_with(home: Path) -> list[int]:
+    """Processes whose environment names `home` as MLSUBMIT_HOME (a driver JVM, a Ray client, a replica)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and f"MLSUBMIT_HOME={home}\0".encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def _train(target: str, home: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--target", target, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    return done, time.monotonic() - started
+
+
+def _refused(done: subprocess.CompletedProcess, seconds: float, home: Path) -> str:
+    assert (done.returncode, done.stderr.count("\n"), done.stdout) == (2, 1, ""), done.stdout + done.stderr
+    assert seconds < 10, f"{seconds:.1f} s: {done.stderr}"  # wall time, Python's start and the engine's import in it
+    assert not home.exists() or not any(home.iterdir()), sorted(home.rglob("*"))  # no record, no driver log
+    assert not _processes_with(home)
+    return done.stderr
+
+
+@pytest.mark.parametrize("kind, said", [
+    ("silent", "it accepted the connection but said nothing within 5 s"),
+    ("junk", "it answered b'\\xff"),
+    ("http", "it answered b'HTTP/1.1 "),
+    ("close", "it closed the connection without answering")])
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_port_that_is_not_the_engine_is_one_line_within_10_seconds(scheme, kind, said, fakes, tiny, tmp_path):
+    fake = fakes[kind]
+    if (scheme, kind) == ("dask", "http"):  # a Dask scheduler speaks first: an HTTP server waits for a request
+        said = "it accepted the connection but said nothing within 5 s"
+    home = tmp_path / "home"
+    done, seconds = _train(f"{scheme}://127.0.0.1:{fake.port}", home, tmp_path, "--package-path", str(tiny),
+                           "--module-name", "tinypkg.task", "--workers", "1")
+    error = _refused(done, seconds, home)
+    serves = {"spark": "a Spark standalone master (port 7077 by default)",
+              "dask": "a Dask scheduler (port 8786 by default)",
+              "ray": "a Ray Client server (the head's port 10001 by default)"}[scheme]
+    assert error.startswith(f"error: {scheme}://127.0.0.1:{fake.port} does not answer as {serves}: {said}"), error
+    assert error.rstrip().endswith("check the host and port, and that the cluster is up")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_10000_character_host_is_one_line(scheme, tiny, tmp_path):
+    home = tmp_path / "home"
+    done, seconds = _train(f"{scheme}://{'h' * 10_000}:7077", home, tmp_path, "--package-path", str(tiny),
+                           "--module-name", "tinypkg.task")
+    error = _refused(done, seconds, home)
+    assert error.startswith(f"error: invalid value for --target: received '{scheme}://hhhh") and \
+        "(10," in error and "whose HOST is a host name" in error and len(error) < 400
+
+
+@pytest.fixture(scope="module")
+def live_dask(tmp_path_factory):
+    found = dask_cluster(tmp_path_factory.mktemp("dask"), workers=1)
+    yield found
+    found.stop()
+
+
+@pytest.mark.slow
+def test_job_names_that_would_leave_the_record_directory_are_refused(live_dask, tiny, tmp_path):
+    """On a live Dask cluster: `../../../x/CJTRAV` and a name with a newline are refused before anything is built,
+    and `jobs describe|logs|cancel` of them neither read nor rewrite a record planted where they point (nor signal
+    the pid it names); a name with '.' and '-' still runs and is recorded under cluster-jobs/."""
+    home = tmp_path / "a" / "b" / "home"
+    outside = tmp_path / "a" / "x" / "CJTRAV"  # cluster-jobs/../../../x/CJTRAV
+    for name in ("../../../x/CJTRAV", "nl\nname", "space name", ".hidden", "a/" * 60, "/abs"):
+        done, seconds = _train(live_dask.target, home, tmp_path, "--package-path", str(tiny), "--module-name",
+                               "tinypkg.task", "--job-name", name)
+        error = _refused(done, seconds, home)
+        assert error.startswith("error: invalid value for --job-name: received ") and \
+            "expected a cluster job name: a letter or digit, then letters, digits, '_', '-' or '.'" in error, error
+    assert not outside.exists()
+
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        outside.mkdir(parents=True)
+        planted = json.dumps({"job_id": "../../../x/CJTRAV", "state": "RUNNING", "pid": sleeper.pid})
+        (outside / "job.json").write_text(planted)
+        env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home)}
+        for command in ("describe", "logs", "cancel"):
+            for name in ("../../../x/CJTRAV", "nl\nname"):
+                done = subprocess.run([sys.executable, "-m", "mlsubmit", "jobs", command, name, "--api", "cluster"],
+                                      env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                assert (done.returncode, done.stderr.count("\n"), done.stdout) == (2, 1, ""), done.stderr
+                assert done.stderr.startswith("error: invalid value for JOB: received "), done.stderr
+        assert (outside / "job.json").read_text() == planted and sleeper.poll() is None
+    finally:
+        sleeper.send_signal(signal.SIGKILL)
+        sleeper.wait()
+
+    done, _ = _train(live_dask.target, home, tmp_path, "--package-path", str(tiny), "--module-name", "tinypkg.task",
+                     "--job-name", "run.1-ok")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert json.loads((home / "cluster-jobs" / "run.1-ok" / "job.json").read_text())["state"] == "SUCCEEDED"
