@@ -81,3 +81,17 @@ class PlainCoercion:
             if err.ctx is None:
                 err.ctx = ctx
             raise
+
+
+def plain_classes() -> tuple[type, type]:
+    """(group class, command class) for a command group of its own (`mlsubmit jobs`, `mlsubmit cache`): typer's,
+    without pydantic per option."""
+    from typer.core import TyperCommand, TyperGroup
+
+    class PlainGroup(PlainCoercion, TyperGroup):
+        pass
+
+    class PlainCommand(PlainCoercion, TyperCommand):
+        pass
+
+    return PlainGroup, PlainCommand

@@ -123,3 +123,101 @@ def test_the_emulator_serves_only_its_own_user(cloud):
     assert done.stdout.startswith("HTTP/1.1 403 Forbidden"), done
     assert '"status": "PERMISSION_DENIED"' in done.stdout and "serves only the user who started it" in done.stdout
     assert cloud.vertex_jobs() == []  # and as the emulator's own user, it answers
+
+
+@pytest.fixture
+def silent_index():
+    """A package index that accepts connections and never answers: pip waits on it (until its 15 s timeout), so a
+    signal surely lands while pip runs."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/simple"
+    server.close()
+
+
+def _needs_index(tmp_path: Path) -> str:
+    """A tiny package that requires a distribution no environment here has: installing it asks the index."""
+    from support.tiny_package import make_project
+
+    package = make_project(tmp_path / "proj")
+    setup = package.parent / "setup.py"
+    setup.write_text(setup.read_text().replace("setup(", "setup(install_requires=['mlsubmit-no-such-dist-32'], ", 1))
+    return str(package)
+
+
+def _pips(marker: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if " pip " in f" {command} " and marker.encode() in environ:
+            found.append(command)
+    return found
+
+
+def test_sigterm_while_pip_runs_ends_in_one_line_and_leaves_nothing(tmp_path, silent_index):
+    import signal
+    import time
+
+    scratch, home = tmp_path / "tmp", tmp_path / "home"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "MLSUBMIT_HOME": str(home), "PIP_INDEX_URL": silent_index,
+           "NO_COLOR": "1", "MLSUBMIT_SIGTERM_CASE": tmp_path.name}
+    process = subprocess.Popen([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path",
+                                _needs_index(tmp_path), "--python-module", "tinypkg.task", "--job-dir",
+                                str(tmp_path / "job")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not _pips(tmp_path.name):
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == ("error: stopped by SIGTERM; nothing half-made was kept; run the command "
+                                            "again to start over")
+    assert _pips(tmp_path.name) == []  # pip stopped with it
+    assert list(scratch.iterdir()) == []  # nor pip's temporary folders (pip-unpack-*, …) left
+    half_made = [p for p in home.rglob("*") if p.name.startswith((".building-", ".installing-"))]
+    assert half_made == []
+
+
+def test_the_emulator_stops_at_once_while_a_job_prepares_and_the_job_says_why(tmp_path, gcs_emulator,
+                                                                           silent_index, monkeypatch):
+    import time
+
+    from support.training_emulator import TrainingEmulator, stage_package
+
+    monkeypatch.setenv("PIP_INDEX_URL", silent_index)
+    monkeypatch.setenv("MLSUBMIT_SIGTERM_CASE", tmp_path.name)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    gcs_emulator.create_bucket("sigterm-prep")
+    uri = stage_package(Path(_needs_index(tmp_path)), gcs_emulator.endpoint, "sigterm-prep")
+    from mlsubmit.jobspec.requests import vertex_custom_job
+    from mlsubmit.jobspec.spec import JobSpec, Pool
+
+    emulator = TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "home",
+                                data_dir=tmp_path / "data").start()
+    try:
+        body = vertex_custom_job(JobSpec(tier="CUSTOM", chief=Pool("chief", "n1-standard-4"), job_name="prep",
+                                         package_uris=(uri,), python_module="tinypkg.task"))
+        name = emulator.vertex_jobs().create(parent="projects/p-sig/locations/us-central1", body=body).execute()["name"]
+        deadline = time.monotonic() + 60
+        while not _pips(tmp_path.name):
+            assert time.monotonic() < deadline, emulator.vertex_jobs().get(name=name).execute()
+            time.sleep(0.1)
+        started = time.monotonic()
+        assert emulator.stop() == 0
+        assert time.monotonic() - started < 3  # the README's promise
+    finally:
+        emulator.stop()
+    assert _pips(tmp_path.name) == []
+    assert list(scratch.iterdir()) == []
+    (record,) = [json.loads(p.read_text()) for p in (tmp_path / "data" / "jobs").glob("*.json")]
+    assert record["state"] == "FAILED" and "stopped while this job was PREPARING" in record["error"]

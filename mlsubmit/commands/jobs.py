@@ -6,9 +6,8 @@ import re
 from typing import Annotated, Any, Optional
 
 import typer
-from typer.core import TyperCommand, TyperGroup
 
-from mlsubmit._typer_fast import PlainCoercion
+from mlsubmit._typer_fast import plain_classes
 from mlsubmit.commands._cloud_options import OUTPUT, TARGET_OPTIONS, with_options
 from mlsubmit.errors import did_you_mean, invalid_value
 
@@ -17,12 +16,7 @@ JOB = Annotated[str, typer.Argument(metavar="JOB", help="The job's id or resourc
                                                        "name).", show_default=False)]
 
 
-class _Group(PlainCoercion, TyperGroup):
-    pass
-
-
-class _Command(PlainCoercion, TyperCommand):
-    pass
+_Group, _Command = plain_classes()
 
 
 jobs_app = typer.Typer(cls=_Group, name="jobs", no_args_is_help=True, rich_markup_mode=None, add_completion=False,

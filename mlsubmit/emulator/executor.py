@@ -182,9 +182,11 @@ class Executor:
             with run.children:
                 self._lifecycle(name, run, work)
         except Exception as err:  # a bug must fail the job, never leave it RUNNING forever
-            log.exception("job %s failed inside the emulator", name)
             job = self.store.get(name)
-            if job is not None and not job.is_terminal:
+            if job is not None and not job.is_terminal and (run.stopping or run.cancelled.is_set()):
+                self._interrupted(name, run)  # what it was doing (pip, a download) was stopped with it
+            elif job is not None and not job.is_terminal:
+                log.exception("job %s failed inside the emulator", name)
                 self._finish(job, "FAILED", f"Internal error in the emulator: {type(err).__name__}: {err}",
                              "INTERNAL")
         finally:

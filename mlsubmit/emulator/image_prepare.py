@@ -31,10 +31,14 @@ def image_python(spec, packages: list[Path], say, *, api: str = "vertex") -> Pat
         if image is None:
             return None
         python, reused = image_env.job_python(image, packages, say)
-    except MlsubmitError as err:
+    except MlsubmitError as err:  # out of disk too: the job fails with that line
         raise PrepareError(f"The packages could not be installed on the job's image: {err.message}") from None
     said = "already installed" if reused else "installed"
     say(f"Packages {said} on image {image_env.versions_line(image, python)}.")
+    if not reused:  # what mlsubmit keeps, bounded (MLSUBMIT_CACHE_MAX_SIZE / _MAX_AGE); never what a job holds
+        from mlsubmit.cache.inventory import after_build
+
+        after_build(say)
     return python
 
 

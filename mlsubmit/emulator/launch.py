@@ -81,8 +81,10 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
             for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
                 env.pop(key, None)  # Vertex AI sets them only with a baseOutputDirectory
         own = replica_dir(work / "replicas", planned.name)  # its own empty disk, as on Vertex AI
+        temp = work / "tmp" / planned.name  # its temporary files, removed with `work` whatever ends the job
+        temp.mkdir(parents=True, exist_ok=True)
         replicas.append(Replica(planned.name, planned.role, (str(python), "-m", ours.module, *ours.args),
-                                {**env, "PWD": str(own.path)}, str(own.path)))
+                                {**env, "PWD": str(own.path), "TMPDIR": str(temp)}, str(own.path)))
         tasks[planned.name] = ours.task
     runner = Runner(replicas, sink=lambda line: None,
                     on_line=lambda name, text: on_line(tasks[name], text))

@@ -113,10 +113,9 @@ def _syntax_error(name: str, line: int | None, message: str, image: Image) -> No
 
 # -- requirements -----------------------------------------------------------------------------------------------
 def _pip(args: Sequence[str], timeout: float = 300.0) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+    from mlsubmit.images.envs import run_pip
+
+    return run_pip(sys.executable, list(args), timeout=timeout)
 
 
 def _conflict(said: str, requirements: Sequence[str], image: Image, carried) -> str | None:

@@ -7,12 +7,11 @@
 - `image_python(image)`: a venv holding those versions (TensorFlow, tf-keras, Keras, TensorBoard, protobuf and numpy
   within the image's pins; torch and numpy for a PyTorch image), made with a Python of the image's version when
   this machine has one (mlsubmit.images.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256
-  of the exact package list and the interpreter: built once. No CUDA image runs here: TensorFlow and torch run on
-  the CPU.
-- `job_python(image, sdist)`: a venv for one package on one image: the package is installed with `pip install
-  <sdist>` on top of the image's environment, requirements included, as the cloud installs it (pip sees the
-  image's packages through a .pth file and replaces only what a requirement forces it to). Offline, the package is
-  installed without its requirements, and that is said.
+  of the exact package list and the interpreter: built once (aside, renamed into place: mlsubmit.cache.entries),
+  and held by the process that uses it. No CUDA image runs here: TensorFlow and torch run on the CPU.
+- `job_python(image, sdist)`: a job's environment on the image's, sharing it: the package alone, its requirements
+  the image lacks in a requirements environment shared by every package that needs the same ones
+  (mlsubmit.images.job_envs).
 
 All of it lives under $MLSUBMIT_IMAGES (default $MLSUBMIT_HOME/images). Turned off with MLSUBMIT_IMAGE_ENV=0
 (then local runs and emulator jobs use mlsubmit's own environment, as before).
@@ -23,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import mlsubmit.cache.entries as entries
 from mlsubmit.errors import UsageError
 from mlsubmit.home import mlsubmit_home
 from mlsubmit.images.catalog import Image
@@ -91,16 +90,23 @@ def images_home() -> Path:
     return Path(os.environ.get("MLSUBMIT_IMAGES") or mlsubmit_home() / "images")
 
 
-def _home(image: Image) -> Path:
+def image_dir(image: Image) -> Path:
+    """Where one image's metadata and environments are kept: $MLSUBMIT_IMAGES/<image key>."""
     return images_home() / image.key
 
 
-def _pip(python: str | Path, args: list[str], timeout: float = 900.0) -> subprocess.CompletedProcess:
+def run_pip(python: str | Path, args: list[str], timeout: float = 900.0) -> subprocess.CompletedProcess:
+    """pip in its own process group (stopped with whoever asked: Ctrl-C, SIGTERM, an emulator stopping; a thread's
+    children.Group), its temporary files in a folder of its own that is removed whatever happens."""
+    import mlsubmit.local.children as children
+
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
                                                            "PIP_REQUIRE_VIRTUALENV")}
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONNOUSERSITE="1")
-    return subprocess.run([str(python), "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-pip-") as scratch:
+        env["TMPDIR"] = scratch  # what a killed pip leaves (pip-unpack-*, pip-install-*) goes with this folder
+        return children.run([str(python), "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
+                            env=env, stdin=subprocess.DEVNULL)
 
 
 def foreign_python_args(image: Image, scratch: str | Path) -> list[str]:
@@ -134,16 +140,16 @@ def image_packages(image: Image) -> tuple[Carried, ...]:
     Raises:
         UsageError: the index could not be asked (offline), or has no such release.
     """
-    saved = _home(image) / "packages.json"
+    saved = image_dir(image) / "packages.json"
     tensorflow = {"tensorflow-cpu": tensorflow_package(image), "tensorflow": tensorflow_package(image)}
     if saved.exists():  # (kept by an earlier mlsubmit under the other TensorFlow name: the same requirements)
         return tuple(Carried(tensorflow.get(d["name"], d["name"]), d["version"], tuple(d["requires"]))
                      for d in json.loads(saved.read_text()))
     with tempfile.TemporaryDirectory(prefix="mlsubmit-image-") as tmp:
         report = Path(tmp, "report.json")
-        done = _pip(sys.executable, ["install", "--dry-run", "--no-deps", *foreign_python_args(image, tmp),
-                                     "--report", str(report), "--timeout", "15", "--retries", "1",
-                                     *image_requirements(image, lookup=True)])
+        done = run_pip(sys.executable, ["install", "--dry-run", "--no-deps", *foreign_python_args(image, tmp),
+                                        "--report", str(report), "--timeout", "15", "--retries", "1",
+                                        *image_requirements(image, lookup=True)])
         if done.returncode != 0:
             tail = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or ["no answer"]
             why = "offline" if any(word in done.stderr for word in _OFFLINE) else "pip"
@@ -204,42 +210,32 @@ def constraints(image: Image, carried) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rename_into_place(building: Path, target: Path) -> None:
-    try:
-        os.rename(building, target)
-    except OSError:
-        pass  # an identical build finished first: use it
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
-
-
 def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -> tuple[Path, bool]:
-    """(the python of the image's environment, whether it was already built). Raises UsageError if pip fails."""
+    """(the python of the image's environment, whether it was already built), held by this process (never pruned
+    under it). Raises UsageError if pip fails, OperationFailed if the disk fills up (nothing is kept then)."""
     carried = image_packages(image)
     base, _ = interpreter(image)
-    target = _home(image) / f"env-{_env_key(image, carried, base)}"
+    target = image_dir(image) / f"env-{_env_key(image, carried, base)}"
     python = target / "bin" / "python"
-    if python.exists():
+    if python.exists() and entries.hold(target):
         return python, True
     requirements = _framework_install(image, carried)
     size = (" (torch's Linux wheel is its CUDA build: about 5 GB with the NVIDIA libraries it requires, a minute or "
             "more)" if image.framework == "pytorch" else "")
     say(f"building the environment of {image.name} once: {', '.join(requirements)}{size}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
-    try:
-        subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, timeout=300)
-        done = _pip(building / "bin" / "python", ["install", "--no-input", *requirements])
+    entries.remove_stale(target.parent)
+    with entries.building(target.parent, f"the environment of {image.name}", prefix=".building-") as building:
+        subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, text=True,
+                       timeout=300)
+        done = run_pip(building / "bin" / "python", ["install", "--no-input", *requirements])
         if done.returncode != 0:
             last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
             raise UsageError(f"the environment of {image.name} could not be built: pip: {last[0]}",
                              hint=OPT_OUT_HINT)
         _check_imports(image, building / "bin" / "python")
         Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": requirements}))
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    _rename_into_place(building, target)
+        entries.place(building, target)  # or an identical build finished first: use it
+    entries.hold(target)
     return python, False
 
 
@@ -254,53 +250,18 @@ def _check_imports(image: Image, python: Path) -> None:
                          f"{last[0]}", hint=f"the image's pins in mlsubmit.images.catalog are wrong; {OPT_OUT_HINT}")
 
 
-def _site_packages(python: Path) -> str:
+def site_packages(python: Path) -> str:
     return subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
 def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = lambda text: None,
                check: Callable[[Path, Path], object] | None = None) -> tuple[Path, bool]:
-    """(the python of a venv holding `packages` (sdists) installed on the image's environment, whether reused).
+    """(the python of a job's environment: `packages` (sdists) on the image's environment, whether reused); see
+    mlsubmit.images.job_envs."""
+    from mlsubmit.images import job_envs
 
-    `check(python, venv_dir)` runs on a new venv before it is put in place. Raises UsageError."""
-    base_python, _ = image_python(image, say)
-    env_dir = base_python.parent.parent
-    digests = [hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in packages]
-    key = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
-    target = _home(image) / "jobs" / f"{key[:16]}-{env_dir.name}"
-    python = target / "bin" / "python"
-    if python.exists():
-        return python, True
-    base, _ = interpreter(image)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=".installing-", dir=target.parent))
-    try:
-        subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, timeout=300)
-        built = building / "bin" / "python"
-        Path(_site_packages(built), "_mlsubmit_image.pth").write_text(
-            f"import site; site.addsitedir({_site_packages(base_python)!r})\n")
-        pins = building / "image-constraints.txt"
-        pins.write_text(constraints(image, image_packages(image)))
-        for sdist in packages:
-            say(f"Installing {sdist.name} on {image.name}'s environment (pip install, requirements included, "
-                "the image's packages kept).")
-            done = _pip(built, ["install", "--no-input", "-c", str(pins), str(sdist)])
-            if done.returncode != 0 and any(word in done.stderr for word in ("NewConnectionError", "Max retries",
-                                                                             "Could not fetch URL", "ProxyError")):
-                say(f"warning: offline: {sdist.name}'s requirements were not installed on {image.name}'s "
-                    "environment")
-                done = _pip(built, ["install", "--no-input", "--no-deps", "--no-build-isolation", str(sdist)])
-            if done.returncode != 0:
-                last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
-                raise UsageError(f"{sdist.name} does not install on {image.name}'s environment: pip: {last[0]}")
-        if check is not None:
-            check(built, building)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    _rename_into_place(building, target)
-    return python, False
+    return job_envs.job_python(image, packages, say, check)
 
 
 def runnable_image(spec, say: Callable[[str], None], *, api: str = "vertex") -> Image | None:
@@ -350,9 +311,13 @@ def versions_line(image: Image, python: Path) -> str:
               "try:\n    import importlib.metadata as m\n    version = m.version\n"
               "except ImportError:  # Python 3.7 images\n    import pkg_resources\n"
               "    version = lambda name: pkg_resources.get_distribution(name).version\n"
+              "def alias(name):  # mlsubmit's stand-in for the image's TensorFlow under another name\n"
+              "    try: return (m.distribution(name).read_text('INSTALLER') or '').startswith('mlsubmit-alias')\n"
+              "    except Exception: return False\n"
               "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn',"
               " 'xgboost', 'torch', 'protobuf', 'numpy'):\n"
-              "    try: out.append(name + ' ' + version(name))\n    except Exception: pass\n"
+              "    try:\n        if not alias(name): out.append(name + ' ' + version(name))\n"
+              "    except Exception: pass\n"
               "print(', '.join(out))\n")
     done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)
     return f"{image.name}: {done.stdout.strip() or 'versions unknown'}"

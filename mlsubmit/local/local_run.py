@@ -2,8 +2,11 @@
 
 1. check the cluster shape and reserve the ports (bad input stops here: nothing was started);
 2. build the trainer's sdist (mlsubmit.packaging) — and mlsubmit-runtime's when the trainer uses it — and install
-   them offline into an isolated venv, as the cloud installs the packages on its image — never the working tree.
-   The venv is kept under $MLSUBMIT_HOME/venvs/<sha256 of the sdists>, so an unchanged trainer is installed once;
+   them into a job environment on the job's image's environment (mlsubmit.images.job_envs), or into an isolated
+   venv over mlsubmit's own (kept under $MLSUBMIT_HOME/venvs/<sha256 of the sdists>), as the cloud installs the
+   packages on its image — never the working tree. An unchanged trainer is installed once; after a build adds
+   something, what mlsubmit keeps is pruned under MLSUBMIT_CACHE_MAX_SIZE / MLSUBMIT_CACHE_MAX_AGE
+   (mlsubmit.cache.inventory), never an environment a running job holds;
 3. plan the replicas (mlsubmit.local.local_job) and run them (mlsubmit.local.runner), each through the one replica
    launcher every cluster target uses (mlsubmit.launcher.replica): it sets TF_CONFIG / CLUSTER_SPEC / AIP_* and
    starts `python -m MODULE ARGS` with the venv's Python in the replica's private working directory.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -65,7 +69,15 @@ def isolated_python(package_path: str, setup_py: str | None, module: str, say: C
     beside = f" with {runtime[0].filename}" if runtime else ""
     say(f"trainer {sdist.filename}{beside} (sha256 {sdist.sha256[:12]}…) "
         f"{'already installed in' if reused else 'installed with its requirements into'} {python.parent.parent}")
+    if not reused:
+        _prune_after_build(say)
     return python, plan.metadata.name
+
+
+def _prune_after_build(say: Callable[[str], None]) -> None:
+    from mlsubmit.cache.inventory import after_build
+
+    after_build(say)
 
 
 def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module: str, say: Callable[[str], None],
@@ -104,6 +116,8 @@ def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module:
     say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…){beside} "
         f"{'already installed' if reused else 'installed'} on image {envs.versions_line(image, python)} "
         f"(venv {python.parent.parent})")
+    if not reused:
+        _prune_after_build(say)
     return python, plan.metadata.name
 
 
@@ -111,7 +125,15 @@ def job_python(spec: JobSpec, *, package_path: str, setup_py: str | None, say: C
                requirements: tuple[str, ...] = (), extras: tuple = (), image_env: bool = True,
                api: str = "vertex") -> tuple[Path, str]:
     """(python, distribution name): the package installed on its image's environment (mlsubmit.images.envs),
-    or, without one or with `image_env` False, into an isolated venv over mlsubmit's own environment."""
+    or, without one or with `image_env` False, into an isolated venv over mlsubmit's own environment.
+
+    Raises:
+        UsageError: MLSUBMIT_CACHE_MAX_SIZE or MLSUBMIT_CACHE_MAX_AGE is not a size or an age (before anything is
+            built), or see `image_python` and `isolated_python`.
+    """
+    from mlsubmit.cache.limits import from_environment
+
+    from_environment()
     found = image_python(spec, package_path, setup_py, spec.python_module, say, requirements, extras, api=api) \
         if image_env else None
     return found or isolated_python(package_path, setup_py, spec.python_module, say, requirements, extras)
@@ -139,7 +161,8 @@ def launcher_spec(job: local_job.LocalJob, replica: local_job.ReplicaPlan, pytho
 
 
 def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, str] | None = None,
-                      workdirs: Mapping[str, workdir.Workdir] | None = None) -> list[Replica]:
+                      workdirs: Mapping[str, workdir.Workdir] | None = None,
+                      temp_dirs: Mapping[str, Path] | None = None) -> list[Replica]:
     """Each replica's process: the one launcher (mlsubmit.launcher.replica, as on every cluster) given its spec in
     its environment; it sets the service's variables, then the job's own (`--env`), over this shell's, and starts
     `python -m MODULE ARGS` in the replica's own working directory (`workdirs`, default `local_workdirs(job)`)."""
@@ -151,7 +174,8 @@ def replicas_to_start(job: local_job.LocalJob, python: Path, env: Mapping[str, s
     replicas = []
     for r in job.replicas:
         spec = launcher_spec(job, r, python, workdirs[r.name].path, env)
-        replicas.append(Replica(r.name, r.role, argv, {**base, launcher.SPEC_VARIABLE: json.dumps(spec)},
+        temp = {"TMPDIR": str(temp_dirs[r.name])} if temp_dirs and r.name in temp_dirs else {}
+        replicas.append(Replica(r.name, r.role, argv, {**base, **temp, launcher.SPEC_VARIABLE: json.dumps(spec)},
                                 str(workdirs[r.name].path)))
     return replicas
 
@@ -197,8 +221,18 @@ def run_local(spec: JobSpec, *, api: str = "vertex", package_path: str = "traine
     workdirs = local_workdirs(job)
     say(next(iter(workdirs.values())).note())
     logs = {name: found.path.parent / f"{name}.log" for name, found in workdirs.items()}
-    runner = Runner(replicas_to_start(job, python, spec.env_dict, workdirs), sink=say, color=color, logs=logs)
-    if on_runner is not None:
-        on_runner(runner)
-    outcome = runner.run()
+    # each replica's temporary files in a folder of its own, removed when the job ends however it ends (a replica
+    # killed by SIGTERM or SIGKILL removes nothing itself)
+    temp_dirs = {name: found.path.parent / f"{name}.tmp" for name, found in workdirs.items()}
+    try:
+        for folder in temp_dirs.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        runner = Runner(replicas_to_start(job, python, spec.env_dict, workdirs, temp_dirs), sink=say, color=color,
+                        logs=logs)
+        if on_runner is not None:
+            on_runner(runner)
+        outcome = runner.run()
+    finally:
+        for folder in temp_dirs.values():
+            shutil.rmtree(folder, ignore_errors=True)
     return LocalRun(job, outcome, python, logs)

@@ -8,13 +8,11 @@ line naming it and pip's reason.
 
 from __future__ import annotations
 
-import email.parser
 import subprocess
-import tarfile
-import zipfile
 from pathlib import Path
 
 from mlsubmit.errors import UsageError
+from mlsubmit.images.sdists import distribution_name, sdist_file as _sdist_file  # noqa: F401 - re-exported
 
 # Run by the venv's python: the requirements of distribution argv[1] that the environment does not satisfy.
 _MISSING = """\
@@ -42,30 +40,6 @@ for text in md.distribution(sys.argv[1]).requires or []:
 print("\\n".join(missing))
 """
 _SETUPTOOLS_ONLY = ("setuptools", "wheel")
-
-
-def _sdist_file(path: Path, name: str) -> str | None:
-    with tarfile.open(path, "r:gz") as tar:
-        top = tar.getnames()[0].split("/", 1)[0]
-        try:
-            handle = tar.extractfile(f"{top}/{name}")
-        except KeyError:
-            return None
-        return handle.read().decode("utf-8") if handle else None
-
-
-def distribution_name(path: Path) -> str:
-    """The distribution name an sdist's PKG-INFO (or a wheel's METADATA) states."""
-    if path.name.endswith(".whl"):
-        with zipfile.ZipFile(path) as wheel:
-            meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
-            text = wheel.read(meta).decode("utf-8")
-    else:
-        text = _sdist_file(path, "PKG-INFO") or ""
-    name = email.parser.Parser().parsestr(text)["Name"]
-    if not name:
-        raise UsageError(f"{path.name} has no package metadata (PKG-INFO)", hint="build it with a build frontend")
-    return name
 
 
 def builds_here(build_system: dict) -> bool:

@@ -1,0 +1,241 @@
+"""A job's environment on its image's environment, sharing it instead of copying it.
+
+A job's environment holds the job's packages alone (its sdists, `pip install --no-deps`). What they require and
+the image's environment lacks is installed once into a *requirements environment*, kept by the exact list of those
+requirements and shared by every package that needs the same ones (every edit of a trainer whose setup.py did not
+change). Each sees the next through a `.pth` file, so a job's Python finds, in this order:
+
+    <image>/jobs/<sha256 of the sdists>-env-<key>    the package itself (tens of kB)
+    <image>/deps/<sha256 of the requirements>-env-<key>   tabulate; or matplotlib, google-cloud-storage, tf-keras…
+    <image>/env-<key>                                the image's TensorFlow (mlsubmit.images.envs)
+
+Neither has a pip or setuptools of its own (`venv --without-pip`): the image environment's pip installs into them.
+A package whose requirements the image satisfies has no requirements environment. What pip resolves is what it
+resolved before, when it installed the package with its requirements on top of the image: the same requirements,
+the same image, the same constraints (the image's pins).
+
+**One TensorFlow.** The image's TensorFlow satisfies a requirement of TensorFlow under its other names where the
+versions agree: on an image that carries `tensorflow-cpu` 2.15.1, each environment gets a `tensorflow` 2.15.1 entry
+that installs nothing (metadata only, with the real distribution's requirements; `INSTALLER` says
+`mlsubmit-alias`), so a `tensorflow>=2.15` requirement, or tf-keras 2.15 (which requires `tensorflow`), never
+installs a second TensorFlow over the image's — 1.4 GB per edit before. A version the image does not carry is
+refused by its pins (and before that by mlsubmit.images.check). As in the cloud, a requirement that names the image's
+own distribution is satisfied by it.
+
+Every environment is built aside and renamed into place, and held by the process that runs on it
+(mlsubmit.cache.entries): pruning never removes one under a running job, and removes a job's environment with the
+requirements or image environment it was built on.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import mlsubmit.cache.entries as entries
+from mlsubmit.errors import UsageError
+from mlsubmit.images import envs
+from mlsubmit.images.catalog import Image
+
+TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")  # one `tensorflow` import package, three names
+ALIAS_INSTALLER = "mlsubmit-alias"
+_BRIDGE = "_mlsubmit_image.pth"
+
+# Run by a job environment's python: the requirements of the job's distributions (argv[1], JSON) that neither the
+# job's own packages nor the environments below satisfy. Python 3.7 images have importlib_metadata, not .metadata.
+_MISSING = """\
+import json, re, sys
+try:
+    import importlib.metadata as md
+except ImportError:
+    import importlib_metadata as md
+try:
+    from packaging.requirements import Requirement
+except ImportError:
+    from pip._vendor.packaging.requirements import Requirement
+canonical = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+names = json.loads(sys.argv[1])
+own = {canonical(name) for name in names}
+missing = set()
+for name in names:
+    for text in md.distribution(name).requires or []:
+        req = Requirement(text)
+        if canonical(req.name) in own or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        try:
+            version = md.version(req.name)
+        except md.PackageNotFoundError:
+            missing.add(text)
+            continue
+        if req.extras or (req.specifier and not req.specifier.contains(version, prereleases=True)):
+            missing.add(text)
+print(json.dumps(sorted(missing)))
+"""
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def image_tensorflow(site: Path) -> tuple[str, str, tuple[str, ...]] | None:
+    """(name, version, Requires-Dist) of the TensorFlow distribution installed in `site`, or None (no TensorFlow)."""
+    for info in sorted(site.glob("tensorflow*.dist-info")):
+        try:
+            head = email.parser.HeaderParser().parsestr((info / "METADATA").read_text(errors="replace"))
+            installer = (info / "INSTALLER").read_text().strip() if (info / "INSTALLER").exists() else ""
+        except OSError:
+            continue
+        if _canonical(head["Name"] or "") in TENSORFLOW_NAMES and installer != ALIAS_INSTALLER:
+            return _canonical(head["Name"]), head["Version"], tuple(head.get_all("Requires-Dist") or ())
+    return None
+
+
+def alias_files(name: str, version: str, requires: tuple[str, ...], of: str) -> dict[str, str]:
+    """The files (relative path → text) of a distribution `name` `version` that stands for the installed `of`:
+    metadata only, with `of`'s requirements, so pip and `pip check` see `name` satisfied by it."""
+    folder = f"{name.replace('-', '_')}-{version}.dist-info"
+    metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+                          f"Summary: the image's {of} {version} under the name {name} (mlsubmit: one TensorFlow)",
+                          *(f"Requires-Dist: {requirement}" for requirement in requires)]) + "\n"
+    files = {f"{folder}/METADATA": metadata, f"{folder}/INSTALLER": f"{ALIAS_INSTALLER}\n"}
+    files[f"{folder}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{folder}/RECORD"])
+    return files
+
+
+def _new_venv(base: Path, path: Path, below: list[str], tensorflow) -> tuple[Path, Path]:
+    """A venv without pip at `path` that sees the site directories `below` (in that order) and the image's
+    TensorFlow under its other names; (its python, its site-packages)."""
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(path)], check=True, capture_output=True, text=True,
+                   timeout=300)
+    python = path / "bin" / "python"
+    site = Path(envs.site_packages(python))
+    see(site, below)
+    if tensorflow is not None:
+        name, version, requires = tensorflow
+        for other in TENSORFLOW_NAMES:
+            if other != name:
+                for relative, text in alias_files(other, version, requires, name).items():
+                    (site / relative).parent.mkdir(exist_ok=True)
+                    (site / relative).write_text(text)
+    return python, site
+
+
+def see(site: Path, below: list[str]) -> None:
+    """Make the venv of `site` see the site directories `below`, in that order, after its own."""
+    (site / _BRIDGE).write_text("".join(f"import site; site.addsitedir({path!r})\n" for path in below))
+
+
+def _built_on(environment: Path) -> list[Path]:
+    """The environments `environment`'s bridge names (their roots), in order."""
+    bridges = list(environment.glob(f"lib/python*/site-packages/{_BRIDGE}"))
+    text = bridges[0].read_text() if bridges else ""
+    return [Path(site).parents[2] for site in re.findall(r"addsitedir\('([^']+)'\)", text)]
+
+
+def _packages_key(packages: list[Path]) -> str:
+    digests = [hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in packages]
+    return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def _last_line(text: str) -> str:
+    return ([line for line in text.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
+
+
+def _install_package(python: Path, sdist: Path, image: Image, say: Callable[[str], None]) -> None:
+    """`pip install --no-deps` of one sdist into `python`'s venv (built in isolation as the cloud builds it; offline,
+    with the image environment's setuptools)."""
+    done = envs.run_pip(python, ["install", "--no-input", "--no-deps", str(sdist)])
+    if done.returncode != 0 and any(word in done.stderr for word in envs._OFFLINE):
+        say(f"warning: offline: {sdist.name} was built with the setuptools of {image.name}'s environment")
+        done = envs.run_pip(python, ["install", "--no-input", "--no-deps", "--no-build-isolation", str(sdist)])
+    if done.returncode != 0:
+        raise UsageError(f"{sdist.name} does not install on {image.name}'s environment: pip: "
+                         f"{_last_line(done.stderr)}")
+
+
+def _missing(python: Path, names: list[str]) -> list[str]:
+    done = subprocess.run([str(python), "-I", "-c", _MISSING, json.dumps(names)], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise UsageError(f"the requirements of {', '.join(names)} could not be read after installing them: "
+                         f"{_last_line(done.stderr)}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def requirements_env(image: Image, image_env: Path, missing: list[str], say: Callable[[str], None]) -> Path | None:
+    """The requirements environment holding `missing` on the image's environment (built once for that exact list,
+    held), or None when offline (said: the job then runs without them)."""
+    pins_text = envs.constraints(image, envs.image_packages(image))
+    key = hashlib.sha256(json.dumps([image_env.name, missing, pins_text]).encode()).hexdigest()
+    target = envs.image_dir(image) / "deps" / f"{key[:16]}-{image_env.name}"
+    listed = ", ".join(missing)
+    if (target / "bin" / "python").exists() and entries.hold(target):
+        say(f"Requirements {listed}: already installed in {target}")
+        return target
+    base, _ = envs.interpreter(image)
+    image_site = envs.site_packages(image_env / "bin" / "python")
+    entries.remove_stale(target.parent)
+    with entries.building(target.parent, f"the requirements environment of {listed}") as building:
+        python, _ = _new_venv(base, building, [image_site], image_tensorflow(Path(image_site)))
+        say(f"Installing what the package requires and {image.name}'s environment lacks ({listed}) once, for every "
+            "package that requires the same (pip install, the image's packages kept)")
+        pins = building / "image-constraints.txt"
+        pins.write_text(pins_text)
+        done = envs.run_pip(python, ["install", "--no-input", "-c", str(pins), *missing])
+        if done.returncode != 0 and any(word in done.stderr for word in envs._OFFLINE):
+            say(f"warning: offline: the package's requirements ({listed}) were not installed on {image.name}'s "
+                "environment")
+            return None
+        if done.returncode != 0:
+            raise UsageError(f"the package's requirements ({listed}) do not install on {image.name}'s environment: "
+                             f"pip: {_last_line(done.stderr)}")
+        entries.place(building, target)  # or an identical build finished first: use it
+    entries.hold(target)
+    return target
+
+
+def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = lambda text: None,
+               check: Callable[[Path, Path], object] | None = None) -> tuple[Path, bool]:
+    """(the python of the job's environment holding `packages` (sdists, in order) on the image's, whether reused),
+    with what it is built on held by this process. `check(python, venv_dir)` runs on a new one before it is put in
+    place.
+
+    Raises:
+        UsageError: a package or its requirements do not install (pip's last line).
+        OperationFailed: the disk filled up (nothing of the new environments is kept).
+    """
+    from mlsubmit.images.sdists import distribution_name
+
+    base_python, _ = envs.image_python(image, say)
+    image_env = base_python.parent.parent
+    target = envs.image_dir(image) / "jobs" / f"{_packages_key(packages)[:16]}-{image_env.name}"
+    python = target / "bin" / "python"
+    if python.exists():
+        below = _built_on(target)
+        if all(path.is_dir() and entries.hold(path) for path in below) and entries.hold(target):
+            return python, True
+        with entries.removing(target):  # what it was built on was removed: build it again
+            pass
+    base, _ = envs.interpreter(image)
+    image_site = envs.site_packages(base_python)
+    entries.remove_stale(target.parent)
+    with entries.building(target.parent, f"the job environment of {Path(packages[-1]).name}") as building:
+        built, site = _new_venv(base, building, [image_site], image_tensorflow(Path(image_site)))
+        for sdist in packages:
+            say(f"Installing {sdist.name} on {image.name}'s environment (the package alone; what it requires and the "
+                "image lacks goes to a requirements environment shared by every package that requires the same).")
+            _install_package(built, sdist, image, say)
+        missing = _missing(built, [distribution_name(Path(sdist)) for sdist in packages])
+        layer = requirements_env(image, image_env, missing, say) if missing else None
+        if layer is not None:
+            see(site, [str(layer.joinpath(*site.parts[-3:])), image_site])  # lib/pythonX.Y/site-packages
+        if check is not None:
+            check(built, building)
+        entries.place(building, target)  # or an identical job finished first: use its environment
+    entries.hold(target)
+    return python, False
