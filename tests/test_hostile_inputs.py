@@ -168,7 +168,7 @@ CASES = [
     (["config", f"--{LONG}"], f"unknown option --{LONG[:58]}… (100,002 characters) for `mlsubmit config`; see "
      "`mlsubmit config --help`"),
     ([LONG], f"unknown command '{LONG[:60]}…' (100,000 characters) for `mlsubmit`; expected one of train, config, "
-     "package, emulator, predict, jobs; see `mlsubmit --help`"),
+     "package, emulator, predict, jobs, cache; see `mlsubmit --help`"),
     (f"config -o {'a' * 300}", f"invalid value for --output: received '{'a' * 60}…' (300 characters); expected a "
      "file name this system can open; File name too long"),
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
