@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from mlsubmit import __version__
 from mlsubmit._typer_fast import PlainCoercion
-from mlsubmit.errors import MlsubmitError, from_user_input
+from mlsubmit.errors import MlsubmitError, from_system, from_user_input
 from mlsubmit.usage import one_line
 
 
@@ -51,7 +51,7 @@ class _Group(PlainCoercion, TyperGroup):
                         fg="red", err=True)
             raise typer.Exit(143) from None
         except (MlsubmitError, OSError, UnicodeEncodeError) as err:
-            error = err if isinstance(err, MlsubmitError) else from_user_input(err)
+            error = err if isinstance(err, MlsubmitError) else from_user_input(err) or from_system(err)
             if error is None:
                 raise
             typer.secho(f"error: {error.one_line()}", fg="red", err=True)

@@ -97,3 +97,14 @@ def from_user_input(err: BaseException) -> UsageError | None:
         return UsageError(f"invalid text: received {err.object[:60]!r}, which holds {bad!r}; expected "
                           f"{err.encoding.upper()} text", hint="retype it, or check the terminal's encoding")
     return None
+
+
+def from_system(err: BaseException) -> OperationFailed | None:
+    """The one line for a failure of this machine rather than of the input: the disk (or the user's quota) is full,
+    wherever it surfaces (a build cache, an sdist, a check result). None for anything else."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {err.filename}" if err.filename else ""
+        return OperationFailed(f"out of disk space{where} ({err.strerror})",
+                               hint="see what mlsubmit keeps with `mlsubmit cache list`, free space with `mlsubmit "
+                                    "cache prune --max-size SIZE`, or set MLSUBMIT_HOME to a larger disk")
+    return None

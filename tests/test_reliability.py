@@ -221,3 +221,30 @@ def test_the_emulator_stops_at_once_while_a_job_prepares_and_the_job_says_why(tm
     assert list(scratch.iterdir()) == []
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "data" / "jobs").glob("*.json")]
     assert record["state"] == "FAILED" and "stopped while this job was PREPARING" in record["error"]
+
+
+def test_a_full_disk_anywhere_is_one_line(tmp_path):
+    """Outside environment builds too (here the sdist `mlsubmit package` writes): a real full tmpfs in a private
+    mount namespace, one line, exit 1."""
+    from test_cache import _private_mount_prefix
+
+    prefix = _private_mount_prefix()
+    if prefix is None:
+        pytest.skip("no private mount namespace with a tmpfs here: no real full disk to write on")
+    from support.tiny_package import make_project
+
+    package = make_project(tmp_path / "proj")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = f"""
+mount -t tmpfs -o size=64k tmpfs {disk} || exit 9
+dd if=/dev/zero of={disk}/filler bs=4k count=100 2>/dev/null
+{sys.executable} -m mlsubmit package --package-path {package} --skip-preflight --dist-dir {disk}/dist \
+    > {tmp_path}/out 2> {tmp_path}/err
+echo $? > {tmp_path}/rc
+"""
+    subprocess.run([*prefix, "sh", "-c", script], check=True, timeout=120, cwd=tmp_path,
+                   env={**os.environ, "NO_COLOR": "1"})
+    err = (tmp_path / "err").read_text().strip().splitlines()
+    assert (tmp_path / "rc").read_text().strip() == "1", err
+    assert len(err) == 1 and err[0].startswith("error: out of disk space") and "mlsubmit cache prune" in err[0], err
