@@ -207,7 +207,9 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
            "--no-input", str(path)]
     env = _clean_env(venv_dir) if not isolated else _index_env(venv_dir)
     try:
-        done = children.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir, env=env)
+        with tempfile.TemporaryDirectory(prefix="mlsubmit-pip-") as scratch:  # what a killed pip leaves goes too
+            done = children.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=venv_dir,
+                                env={**env, "TMPDIR": scratch})
     except subprocess.TimeoutExpired:
         raise UsageError(f"pip did not install {path.name} within {timeout:.0f} s") from None
     if done.returncode != 0:

@@ -9,6 +9,7 @@ line naming it and pip's reason.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 from mlsubmit.errors import UsageError
@@ -107,9 +108,12 @@ def install_requirements(python: Path, package: Path, *, cwd: Path, env: dict[st
     if not missing:
         return []
     cmd = [str(python), "-m", "pip", "install", "--no-input", *missing]
+    from mlsubmit.local import children
+
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
-                              stdin=subprocess.DEVNULL)
+        with tempfile.TemporaryDirectory(prefix="mlsubmit-pip-") as scratch:  # what a killed pip leaves goes too
+            done = children.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                                env={**env, "TMPDIR": scratch}, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise UsageError(f"pip did not install {', '.join(missing)} within {timeout:.0f} s") from None
     if done.returncode != 0:
