@@ -111,7 +111,13 @@ def test_the_emulator_serves_only_its_own_user(cloud):
               f"s = socket.create_connection(('127.0.0.1', {port}))\n"
               "s.sendall(b'POST /v1/projects/p/locations/us-central1/customJobs HTTP/1.1\\r\\nHost: x\\r\\n"
               "Content-Type: application/json\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
-              "print(s.recv(65536).decode())\n")
+              "answer = b''\n"
+              "while True:\n"
+              "    chunk = s.recv(65536)\n"
+              "    if not chunk:\n"
+              "        break\n"
+              "    answer += chunk\n"
+              "print(answer.decode())\n")  # until the server closes: headers and body may come apart
 
     def nobody() -> None:
         os.setgid(65534)
