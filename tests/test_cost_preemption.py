@@ -17,9 +17,11 @@ from support.training_emulator import TrainingEmulator
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 pytestmark = pytest.mark.slow
-# about half a second an epoch here; the same seed in both runs. Preempted after epochs 1 and 3 of 6: a backup to
-# resume from each time, and epochs left to run after the second preemption.
-EPOCHS = 6
+# about half a second an epoch here; the same seed in both runs. Preempted after epochs 1 and 3 of 12: a backup to
+# resume from each time, and epochs left to run after the second preemption. The nine epochs after the second
+# backup are the margin for this test, polling from a loaded machine, to preempt before the trainer finishes and
+# removes its backup (with 6 epochs, a CI run once preempted a finished job, which then started afresh).
+EPOCHS = 12
 PREEMPT_AFTER = (1, 3)
 TRAINER_ARGS = ("--", "--data", "synthetic:16x16x1:10:1500", "--batch-size", "16", "--epochs", str(EPOCHS),
                 "--patience", "100", "--model", "dense", "--seed", "7")
