@@ -54,7 +54,8 @@ def main() -> None:
     parser.add_argument("--engines", default="dask,ray,spark")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="dask only, one repeat: that the benchmark runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="dask only, one run each and no warm-up (first-use costs included): that it runs")
     args = parser.parse_args()
     if args.quick:
         args.engines, args.repeats = "dask", 1
@@ -74,7 +75,8 @@ def main() -> None:
             for name, target, extra, _ in plans:
                 (tmp_path / name / "runs").mkdir(parents=True, exist_ok=True)
                 try:
-                    run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})  # warm: venv, first use
+                    if not args.quick:  # warm: venv, first use
+                        run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})
                     runs = [run_once(target, args.workers, tmp_path / name / "runs", {**env, **extra})
                             for _ in range(args.repeats)]
                 except RuntimeError as err:  # one engine's failure is reported, the others still measured
@@ -87,7 +89,8 @@ def main() -> None:
             for cluster in clusters:
                 cluster.stop()
     local_first, local_total = results["local"]
-    print(f"\nchief + {args.workers} worker(s), medians of {args.repeats} (after one warm-up run each)")
+    warmed = "no warm-up: first use included" if args.quick else "after one warm-up run each"
+    print(f"\nchief + {args.workers} worker(s), medians of {args.repeats} ({warmed})")
     print(f"{'target':<8} {'first step s':>13} {'× local':>8} {'added/replica s':>16} {'job s':>8} {'× local':>8}")
     for name, (first, total) in results.items():
         print(f"{name:<8} {first:>13.1f} {first / local_first:>8.2f} {(first - local_first) / replicas:>16.1f} "

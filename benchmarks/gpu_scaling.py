@@ -260,12 +260,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--python", default=sys.executable,
                    help="the interpreter of every measured process (e.g. a venv without TensorFlow)")
     p.add_argument("--repeats", type=int, default=1, help="runs of each measurement; the median is reported")
-    p.add_argument("--json", default="gpu_scaling.json", help="where the results go")
+    p.add_argument("--json", default=None,
+                   help="where the results go (default gpu_scaling.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: mnist_cnn, 512 samples, batch 32, 2 epochs, float32, XLA off, N ≤ 2")
+                   help="smoke test: mnist_cnn, 512 samples, batch 32, 2 epochs, float32, XLA off, only N = 2 "
+                        "(the data-parallel path; no speedup column without N = 1)")
     args = p.parse_args(argv)
     if args.xla is None:
         args.xla = ["off", "on"] if args.backend == "tensorflow" else ["auto"]
+    if args.json is None and not args.quick:
+        args.json = "gpu_scaling.json"
     if args.quick:
         args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 512, 32, 2
         args.precision, args.max_devices = ["float32"], min(args.max_devices or 2, 2)
@@ -285,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = ladder(emulate or probe["gpus"], args.max_devices)
     if args.backend == "torch":
         counts = counts[:1]  # one device: Keras 3.15 distributes only on JAX and TensorFlow
+    elif args.quick:
+        counts = counts[-1:]
     if emulate:
         devices = (f"{emulate} emulated CPU devices (logical devices sharing {os.cpu_count()} cores: NOT GPUs; the "
                    "figures show the data-parallel path's overhead, not GPU scaling)")
@@ -306,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
               "settings": {k: getattr(args, k) for k in ("models", "samples", "epochs", "batch_size", "precision",
                                                          "xla", "repeats", "quick", "backend")},
               "device_counts": counts, "rows": rows}
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(render(rows, header))
-    print(f"results: {args.json}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"results: {args.json}")
     return 0
 
 

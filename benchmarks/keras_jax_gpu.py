@@ -54,17 +54,23 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--precision", default="float32,mixed_bfloat16,mixed_float16")
-    p.add_argument("--json", default="keras_jax_gpu.json")
-    p.add_argument("--quick", action="store_true", help="512 samples, 2 epochs, float32: that it runs (any device)")
+    p.add_argument("--json", default=None,
+                   help="where the results go (default keras_jax_gpu.json; none with --quick unless given)")
+    p.add_argument("--quick", action="store_true",
+                   help="mnist_cnn only, 256 samples, batch 64, 2 epochs, float32: that it runs (any device)")
     args = p.parse_args()
+    if args.json is None and not args.quick:
+        args.json = "keras_jax_gpu.json"
     if args.quick:
-        args.samples, args.epochs, args.precision = 512, 2, "float32"
+        args.samples, args.epochs, args.batch_size, args.precision = 256, 2, 64, "float32"
     import jax
     import keras
 
     device = jax.devices()[0]
     rows = []
     for model_name, shape in SHAPES.items():
+        if args.quick and model_name != "mnist_cnn":
+            continue
         for precision in args.precision.split(","):
             ips = images_per_second(keras, model_name, shape, args.samples, args.batch_size, args.epochs, precision)
             rows.append({"model": model_name, "precision": precision, "images_per_second": round(ips, 1)})
@@ -72,7 +78,8 @@ def main() -> int:
     result = {"device": getattr(device, "device_kind", str(device)), "platform": device.platform,
               "keras": keras.__version__, "jax": jax.__version__, "backend": keras.backend.backend(),
               "samples": args.samples, "batch_size": args.batch_size, "epochs": args.epochs, "rows": rows}
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
     return 0
 

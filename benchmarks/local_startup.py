@@ -50,11 +50,19 @@ def seconds_to_first_step(cmd: list[str], cwd: Path, env: dict,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="one repeat: that the benchmark runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="one repeat, one replica (the plain run, a cold and a warm venv): that it runs")
     args = parser.parse_args()
     if args.quick:
         args.repeats = 1
-    work = Path(tempfile.mkdtemp(prefix="mlsubmit-bench-"))
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-bench-") as tmp:  # its venvs and job dirs: gone at the end
+        rows = measure(Path(tmp), args.repeats, args.quick)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"median of {args.repeats} run(s)")
+    print_medians(rows, "python -m trainer.task (1 process)", "first step", digits=1)
+
+
+def measure(work: Path, repeats: int, quick: bool) -> dict[str, list[tuple[float, float]]]:
     env = {**os.environ, "NO_COLOR": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     plain = [sys.executable, "-m", "trainer.task", *TRAINER_ARGS]
 
@@ -64,18 +72,18 @@ def main() -> None:
                 *workers, "--job-dir", str(work / f"job-{replicas}-{time.monotonic_ns()}"), "--", *TRAINER_ARGS]
 
     rows: dict[str, list[tuple[float, float]]] = {}
-    for repeat in range(args.repeats):
+    for repeat in range(repeats):
         home = work / f"home-{repeat}"  # cold: a fresh venv each repeat
         runs = [("python -m trainer.task (1 process)", plain + ["--job-dir", str(work / f"plain-{repeat}")], ROOT),
                 ("train --local, 1 replica, cold venv", local(1, home), work),
                 ("train --local, 1 replica, warm venv", local(1, home), work),
                 ("train --local, 2 replicas (chief + 1 worker)", local(2, home), work),
                 ("train --local, 3 replicas (chief + 2 workers)", local(3, home), work)]
+        if quick:
+            runs = runs[:3]
         for name, cmd, cwd in runs:
             rows.setdefault(name, []).append(seconds_to_first_step(cmd, cwd, {**env, "MLSUBMIT_HOME": str(home)}))
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-          f"median of {args.repeats} run(s)")
-    print_medians(rows, "python -m trainer.task (1 process)", "first step", digits=1)
+    return rows
 
 
 def print_medians(rows: dict[str, list[tuple[float, float]]], baseline: str, first_label: str, digits: int) -> None:

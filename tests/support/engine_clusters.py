@@ -101,6 +101,7 @@ def _wait(check, what: str, cluster: Cluster, log: Path, seconds: float = 120) -
 
 def dask_cluster(tmp: Path, workers: int = 3) -> Cluster:
     port, env, log = free_port(), _env(tmp / "home"), tmp / "dask.log"
+    env["DASK_TEMPORARY_DIRECTORY"] = str(tmp / "dask-work")  # the scheduler's scratch space: not in $TMPDIR
     cluster = Cluster(f"dask://127.0.0.1:{port}")
     cluster.processes.append(_start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                      "--no-dashboard"], log, env))

@@ -1,0 +1,24 @@
+"""The four benchmarks that train (several processes, emulated devices, real clusters) run to completion in their
+quick mode, each with a measured figure in its table (not a dash or an error), leaving nothing behind: see
+tests/test_benchmarks.py for the others."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from support.quick_benchmark import run_quick
+
+QUICK = {
+    # the data-parallel row on 2 emulated devices, measured beside plain Keras (a failure shows "—" and a note)
+    "gpu_scaling.py": re.compile(r"^mnist_cnn \| float32 \| off \| 2 \| 64 \| [\d,]+ \| [\d,]+ \| [\d.]+× \|", re.M),
+    "keras_jax_gpu.py": re.compile(r"^mnist_cnn\s+float32\s+[\d,]+ images/s$", re.M),
+    "engines.py": re.compile(r"^dask\s+\d+\.\d\s+\d+\.\d\d\s", re.M),
+    "local_startup.py": re.compile(r"^train --local, 1 replica, warm venv\s+\d+\.\ds\s+\d+\.\d\dx", re.M),
+}
+
+
+@pytest.mark.parametrize("script", list(QUICK))
+def test_each_training_benchmark_runs_in_its_quick_mode(script, tmp_path):
+    run_quick(script, QUICK[script], tmp_path)
