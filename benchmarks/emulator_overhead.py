@@ -34,8 +34,12 @@ PARENT = "projects/bench-project/locations/us-central1"
 
 def job_python(home: Path) -> Path:
     """The python of the environment the emulator installed the job's package into (an image's job environment,
-    or an isolated venv): the one whose site-packages hold tinypkg."""
-    for installed in sorted(home.rglob("tinypkg-*.dist-info"), key=lambda p: p.stat().st_mtime, reverse=True):
+    or an isolated venv): the newest whose site-packages hold tinypkg. Job environments live under $MLSUBMIT_IMAGES
+    when it is set (a shared cache of image environments), else under the emulator's home."""
+    found = list(home.rglob("tinypkg-*.dist-info"))
+    if os.environ.get("MLSUBMIT_IMAGES"):
+        found += Path(os.environ["MLSUBMIT_IMAGES"]).glob("*/jobs/*/lib/python*/site-packages/tinypkg-*.dist-info")
+    for installed in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
         root = next(parent for parent in installed.parents if (parent / "bin" / "python").exists())
         return root / "bin" / "python"
     raise SystemExit(f"no environment under {home} holds the benchmark's package")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import engine_checks as checks
+from tests.support.engine_clusters import stock_python
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,16 @@ def test_cancel_stops_every_replica(cluster, tmp_path, home, tiny):
 
 def test_a_tuning_study_runs_its_trials_on_the_cluster(cluster, tmp_path, home):
     checks.check_tuning(cluster, tmp_path, home)
+
+
+def test_stock_nodes(cluster, tmp_path, home):
+    """The engine's workers run as they are; the replicas run a stock Python 3.10 on each node
+    (MLSUBMIT_NODE_PYTHON): the launcher, its venv and pip are that Python's. (Spark's executors take their Python
+    from PYSPARK_PYTHON instead: test_engine_spark.py has its own.)"""
+    stock = stock_python("3.10")
+    if stock is None:
+        pytest.skip("no stock Python 3.10 (pyenv) on this machine")
+    checks.check_stock_nodes(cluster, tmp_path, home, stock, {"MLSUBMIT_NODE_PYTHON": stock.path})
 
 
 def test_a_job_larger_than_the_cluster_starts_nothing(cluster, tmp_path, home, tiny):
