@@ -3,8 +3,11 @@ one plain `python -m trainer.task` (the baseline: no packaging, no venv, no runn
 
 The first training step is taken as done when the chief prints its first epoch line (`1/1 - …`) of a one-step
 epoch without validation; both sides train the same model on the same data. `mlsubmit train --local` is measured
-twice for one replica — cold (a fresh $MLSUBMIT_HOME: the sdist is built and installed into a new venv) and warm
-(the venv is reused) — and warm for 2 and 3 replicas (chief + 1 or 2 workers: MultiWorkerMirroredStrategy).
+twice for one replica — a new package (a copy of trainer/ with one comment line added, as after an edit, in a fresh
+$MLSUBMIT_HOME: its sdist is built and a new job environment made on the image's) and warm (the same package
+again: its environment is reused) — and warm for 2 and 3 replicas (chief + 1 or 2 workers:
+MultiWorkerMirroredStrategy). The image's own environment is built once, before any run is timed, where
+$MLSUBMIT_IMAGES says (when unset, in the benchmark's temporary folder, removed at the end).
 
     python benchmarks/local_startup.py [--repeats 2]
 """
@@ -15,6 +18,7 @@ import argparse
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true",
-                        help="one repeat, one replica (the plain run, a cold and a warm venv): that it runs")
+                        help="one repeat, one replica (the plain run, a new package and a warm venv): that it runs")
     args = parser.parse_args()
     if args.quick:
         args.repeats = 1
@@ -62,23 +66,42 @@ def main() -> None:
     print_medians(rows, "python -m trainer.task (1 process)", "first step", digits=1)
 
 
+def edited_copy(package: Path, into: Path, beside: tuple[str, ...] = ()) -> Path:
+    """A copy of `package` (with the project files `beside` it) whose __init__.py has one comment line more: a
+    package mlsubmit has never run, as after an edit. Its sdist and job environment are new; the image's environment
+    (and an environment for its requirements, once built) are reused."""
+    project = into / "project"
+    shutil.copytree(package, project / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in beside:
+        shutil.copy2(package.parent / name, project / name)
+    with open(project / package.name / "__init__.py", "a") as init:
+        init.write(f"# edited {time.time_ns()}\n")
+    return project / package.name
+
+
 def measure(work: Path, repeats: int, quick: bool) -> dict[str, list[tuple[float, float]]]:
-    env = {**os.environ, "NO_COLOR": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # every home shares one place for image environments: $MLSUBMIT_IMAGES when set, else one in `work`
+    env = {**os.environ, "NO_COLOR": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "MLSUBMIT_IMAGES": os.environ.get("MLSUBMIT_IMAGES") or str(work / "images")}
     plain = [sys.executable, "-m", "trainer.task", *TRAINER_ARGS]
 
-    def local(replicas: int, home: Path) -> list[str]:
+    def local(replicas: int, home: Path, package: Path) -> list[str]:
         workers = ["--workers", str(replicas - 1)] if replicas > 1 else []
-        return [sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(ROOT / "trainer"),
+        return [sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(package),
                 *workers, "--job-dir", str(work / f"job-{replicas}-{time.monotonic_ns()}"), "--", *TRAINER_ARGS]
 
     rows: dict[str, list[tuple[float, float]]] = {}
+    if not quick:  # the image's environment, built (or found) before anything is timed
+        warm_up = work / "warm-up"
+        seconds_to_first_step(local(1, warm_up, ROOT / "trainer"), work, {**env, "MLSUBMIT_HOME": str(warm_up)})
     for repeat in range(repeats):
-        home = work / f"home-{repeat}"  # cold: a fresh venv each repeat
+        home = work / f"home-{repeat}"  # a fresh home, and a package never run before, each repeat
+        package = edited_copy(ROOT / "trainer", work / f"edit-{repeat}", beside=("setup.py",))
         runs = [("python -m trainer.task (1 process)", plain + ["--job-dir", str(work / f"plain-{repeat}")], ROOT),
-                ("train --local, 1 replica, cold venv", local(1, home), work),
-                ("train --local, 1 replica, warm venv", local(1, home), work),
-                ("train --local, 2 replicas (chief + 1 worker)", local(2, home), work),
-                ("train --local, 3 replicas (chief + 2 workers)", local(3, home), work)]
+                ("train --local, 1 replica, new package", local(1, home, package), work),
+                ("train --local, 1 replica, warm venv", local(1, home, package), work),
+                ("train --local, 2 replicas (chief + 1 worker)", local(2, home, package), work),
+                ("train --local, 3 replicas (chief + 2 workers)", local(3, home, package), work)]
         if quick:
             runs = runs[:3]
         for name, cmd, cwd in runs:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -80,12 +81,23 @@ def test_offline_says_what_was_not_checked_and_a_complete_check_is_cached(tmp_pa
     assert warning.startswith("offline: ") and "(h5py>=3.10) were not resolved against tf-cpu.2-17.py310" in warning
     assert result.resolved == () and not result.cached
 
-    first = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # online
+    digest, edit = uuid.uuid4().hex * 2, uuid.uuid4().hex * 2  # never seen before, whatever earlier runs kept
+    first = image_check.check(["h5py>=3.10"], files, digest, IMAGE_217)  # online (or pip's answer kept earlier)
     assert first.warnings == () and dict(first.resolved)["tensorflow-cpu"] == "2.17.1"
     for key, value in OFFLINE.items():
         monkeypatch.setenv(key, value)
-    again = image_check.check(["h5py>=3.10"], files, "1" * 64, IMAGE_217)  # same sha256 and image: no pip
+    again = image_check.check(["h5py>=3.10"], files, digest, IMAGE_217)  # same sha256 and image: no pip
     assert again.cached and again.resolved == first.resolved
+
+    # an edit (another sha256) with the same requirements: its files are checked again, pip's answer is kept
+    edited = image_check.check(["h5py>=3.10"], files, edit, IMAGE_217)  # still offline: no pip
+    assert edited.warnings == () and edited.resolved == first.resolved and edited.resolution_cached
+    assert "(pip's answer kept for the same requirements and image)" in image_check.describe(edited, IMAGE_217)
+    (package / "task.py").write_text("def main(:\n")
+    with pytest.raises(UsageError, match="task.py"):
+        image_check.check(["h5py>=3.10"], files, "5" * 64, IMAGE_217)
+    with pytest.raises(UsageError, match="h5py>=3.10 has no release"):  # a new list goes to pip (offline: no h5py)
+        image_check.check(["h5py>=3.10", "tabulate"], files[:0], "6" * 64, IMAGE_217)
 
 
 def test_a_package_with_no_requirements_is_said_to_resolve_with_the_images_packages(tmp_path):

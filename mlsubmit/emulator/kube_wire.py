@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from mlsubmit.emulator.server import drain
+from mlsubmit.emulator.server import drain, respond
 
 log = logging.getLogger("mlsubmit.emulator.kube")
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes: "Request entity too large: limit is 3145728"
@@ -228,15 +228,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(code, ApiStatus(code, message or f"HTTP {code}").body())
 
     def send_json(self, code: int, body: Any, content_type: str = "application/json") -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        respond(self, code, body if isinstance(body, bytes) else json.dumps(body).encode(), content_type)
 
     def _authorized(self) -> bool:
         given = self.headers.get("Authorization", "")

@@ -26,7 +26,7 @@ import struct
 import threading
 import urllib.parse
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -269,16 +269,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any) -> None:
         data = json.dumps(payload, indent=2).encode("utf-8") + b"\n"
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        if status == 405:
-            self.send_header("Allow", ALLOWED)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        respond(self, status, data, "application/json; charset=UTF-8",
+                [("Allow", ALLOWED)] if status == 405 else [])
 
     def _drop(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -297,6 +289,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
     do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
+
+
+def respond(handler: BaseHTTPRequestHandler, status: int, data: bytes, content_type: str,
+            headers: Sequence[tuple[str, str]] = ()) -> None:
+    """Send one whole answer on `handler`'s connection: its length, `Connection: close` when the handler will
+    close it, and no body for HEAD."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in headers:
+        handler.send_header(name, value)
+    if handler.close_connection:
+        handler.send_header("Connection", "close")
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(data)
 
 
 def drain(rfile: Any, length: int, limit: int = _DRAIN_LIMIT) -> bool:

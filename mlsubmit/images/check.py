@@ -19,12 +19,15 @@ Two checks, both about the image's software rather than mlsubmit's own environme
 
 Offline (the index cannot be reached) the requirements are not checked: one warning says so; the syntax check still
 runs. A complete result is cached under $MLSUBMIT_IMAGES/<image>/checks/ (mlsubmit.images.envs) by the sdist's
-sha256 and the image's name, so an unchanged package against the same image is checked once.
+sha256 and the image's name, so an unchanged package against the same image is checked once; pip's resolution is
+also kept by the requirements list alone, so an edited package whose requirements did not change has its files
+checked again but costs no pip run (about 9 s on 2 cores for the bundled trainer's list).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -65,6 +68,7 @@ class ImageCheck:
     syntax: str
     warnings: tuple[str, ...] = ()
     cached: bool = False
+    resolution_cached: bool = False  # the files were checked; pip's answer for the same requirements was kept
 
 
 def _name(requirement: str) -> str:
@@ -256,6 +260,18 @@ def _cache_path(sha256: str, image: Image) -> Path:
     return images_home() / image.key / "checks" / f"{sha256[:32]}.json"
 
 
+def _resolution_path(requirements: Sequence[str], staged: Iterable[str], image: Image) -> Path:
+    key = hashlib.sha256(json.dumps([sorted(requirements), sorted(_name(n) for n in staged)]).encode()).hexdigest()
+    return images_home() / image.key / "checks" / f"requirements-{key[:32]}.json"
+
+
+def _keep(path: Path, content: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(content))
+    os.replace(partial, path)
+
+
 def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image, *,
           staged: Iterable[str] = ()) -> ImageCheck:
     """Check a package (its requirements, its (name, file) pairs, the sha256 of its sdist) against `image`;
@@ -268,14 +284,19 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
     if cache.exists():
         saved = json.loads(cache.read_text())
         return ImageCheck(image.name, tuple(map(tuple, saved["resolved"])), saved["syntax"], cached=True)
+    staged = tuple(staged)
     syntax = check_syntax(files, image)
-    resolved, warnings = resolve(requirements, image, staged=staged)
-    result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings))
+    kept = _resolution_path(requirements, staged, image)
+    reused = kept.exists()
+    if reused:
+        resolved, warnings = dict(json.loads(kept.read_text())), []
+    else:
+        resolved, warnings = resolve(requirements, image, staged=staged)
+    result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings),
+                        resolution_cached=reused)
     if resolved is not None and not warnings:  # only a complete check is remembered
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps({"resolved": result.resolved, "syntax": syntax}))
-        os.replace(partial, cache)
+        _keep(kept, result.resolved)
+        _keep(cache, {"resolved": result.resolved, "syntax": syntax})
     return result
 
 
@@ -285,7 +306,8 @@ def describe(result: ImageCheck, image: Image) -> str:
     carried = ", ".join(f"{name} {versions[name]}" for name in (_name(r) for r in image_requirements(image))
                         if name in versions)
     said = f"resolved by pip with {carried}" if versions else "requirements not resolved"
-    cached = " (cached for this sha256 and image)" if result.cached else ""
+    cached = (" (cached for this sha256 and image)" if result.cached else
+              " (pip's answer kept for the same requirements and image)" if result.resolution_cached else "")
     return f"image {image.name} (Python {image.python}): {said}; syntax: {result.syntax}{cached}"
 
 
