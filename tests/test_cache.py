@@ -140,7 +140,8 @@ def test_cache_list_and_prune_keep_what_running_processes_use(tmp_path):
         removed = {Path(e["path"]).name for e in pruned["removed"]}
         assert removed == {"old-env-aaa", "new-env-bbb", stopped.name, "abc"}, pruned
         assert {Path(e["path"]).name for e in pruned["kept_in_use"]} == {"held-env-aaa", "env-aaa", "running-py311"}
-        assert not old_job.exists() and not stopped.exists() and held_job.exists() and env.exists()
+        assert not old_job.exists() and not new_job.exists() and not stopped.exists()
+        assert held_job.exists() and env.exists()
         assert not list((image / "jobs").glob(".*"))  # nothing half-removed: the lock went with its build
     finally:
         for process in (holder, started_from):

@@ -11,40 +11,22 @@ import os
 import re
 import shutil
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
 from mlsubmit.local.children import popen_kwargs
 from support import only_declared
 from support.tiny_package import make_project
-from support.training_emulator import TASK_PY
+from support.training_emulator import TASK_PY, start_emulator_command
 
-_READY = re.compile(r"Training-service emulator on (http://127\.0\.0\.1:\d+)")
 _EXPORT = re.compile(r"^\s*export (\w+)=(\S+)$", re.MULTILINE)
-
-
-def _start(tmp_path: Path, env: dict) -> tuple[subprocess.Popen, dict]:
-    out, err = tmp_path / "emulator.out", tmp_path / "emulator.err"
-    with open(out, "w") as stdout, open(err, "w") as stderr:
-        process = subprocess.Popen(only_declared.command({"emulator"}, "emulator", "--port", "0", "--gcs-port", "0",
-                                                         "--bucket", "alone-staging"),
-                                   stdout=stdout, stderr=stderr, env=env, cwd=tmp_path, **popen_kwargs())
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        said = out.read_text()
-        if _READY.search(said) and "CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING" in said:
-            return process, dict(_EXPORT.findall(said))
-        time.sleep(0.05)
-    process.kill()
-    process.wait()
-    raise AssertionError(f"the emulator did not start: {out.read_text()[-2000:]}{err.read_text()[-3000:]}")
 
 
 def test_the_emulator_extra_alone_starts_runs_a_job_and_gcloud_reads_it(tmp_path):
     env = {**os.environ, "MLSUBMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
-    process, exported = _start(tmp_path, env)
+    process, said = start_emulator_command(only_declared.command(
+        {"emulator"}, "emulator", "--port", "0", "--gcs-port", "0", "--bucket", "alone-staging"), tmp_path, env=env)
+    exported = dict(_EXPORT.findall(said))
     try:
         assert {"MLSUBMIT_API_ENDPOINT", "STORAGE_EMULATOR_HOST"} <= set(exported), exported
         user = {**env, **exported, "MLSUBMIT_PROJECT": "alone-proj", "MLSUBMIT_REGION": "us-central1",
@@ -72,7 +54,7 @@ def test_the_emulator_extra_alone_starts_runs_a_job_and_gcloud_reads_it(tmp_path
     finally:
         process.terminate()
         code = process.wait(timeout=30)
-    said = (tmp_path / "emulator.err").read_text()
+    said = (tmp_path / "out.txt").read_text()
     assert code in (0, 143, -15), said[-3000:]
     assert "Traceback" not in said and "ModuleNotFoundError" not in said, said[-3000:]
 

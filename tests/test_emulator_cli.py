@@ -7,16 +7,14 @@ import json
 import re
 import signal
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 from typer.testing import CliRunner
 
-from mlsubmit.local.children import popen_kwargs
 from mlsubmit.cli import app
+from support.training_emulator import start_emulator_command
 
 
 def _listening(url: str) -> bool:
@@ -27,18 +25,10 @@ def _listening(url: str) -> bool:
 
 
 def test_it_starts_its_own_gcs_emulator_prints_the_variables_and_stops_on_ctrl_c(tmp_path):
-    out = tmp_path / "out.txt"
-    with open(out, "w") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet",
-                                    "--data-dir", str(tmp_path / "data"), "--bucket", "gs://demo-bucket",
-                                    "--bucket", "demo-bucket"], stdout=handle, stderr=subprocess.STDOUT,
-                                   cwd=tmp_path, **popen_kwargs(default_sigint=True))  # Ctrl-C works in a bg job
+    process, text = start_emulator_command(  # Ctrl-C works in a background job
+        [sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet", "--data-dir", str(tmp_path / "data"),
+         "--bucket", "gs://demo-bucket", "--bucket", "demo-bucket"], tmp_path, timeout=30)
     try:
-        deadline = time.monotonic() + 30
-        while "Ctrl-C" not in out.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, out.read_text()
-            time.sleep(0.05)
-        text = out.read_text()
         endpoint = re.search(r"export MLSUBMIT_API_ENDPOINT=(http://127\.0\.0\.1:\d+)", text).group(1)
         gcs = re.search(r"export STORAGE_EMULATOR_HOST=(http://127\.0\.0\.1:\d+)", text).group(1)
         assert f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM={endpoint}/" in text

@@ -411,19 +411,11 @@ def test_kubernetes_names_are_kept_or_derived_never_cut():
 
 
 def test_the_emulator_command_hands_the_token_over_in_a_kubeconfig(gcs_emulator, tmp_path):
-    from mlsubmit.local.children import popen_kwargs
+    from support.training_emulator import start_emulator_command
 
-    out = tmp_path / "out.txt"
-    with open(out, "w") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet",
-                                    "--gcs-endpoint", gcs_emulator.endpoint, "--kube-port", "0"], stdout=handle,
-                                   stderr=subprocess.STDOUT, cwd=tmp_path, **popen_kwargs(default_sigint=True))
+    process, text = start_emulator_command([sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet",
+                                            "--gcs-endpoint", gcs_emulator.endpoint, "--kube-port", "0"], tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while "Ctrl-C" not in out.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, out.read_text()
-            time.sleep(0.05)
-        text = out.read_text()
         url = re.search(r"Kubernetes API on (https://127\.0\.0\.1:\d+)", text).group(1)
         config = re.search(r"export KUBECONFIG=(\S+)", text).group(1)
         assert stat.S_IMODE(os.stat(config).st_mode) == 0o600 and json.loads(open(config).read())["clusters"][0][

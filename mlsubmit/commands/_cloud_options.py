@@ -35,8 +35,6 @@ STAGING = _text("--staging-bucket", metavar="gs://BUCKET[/PREFIX]", help="Where 
 API = Annotated[str, typer.Option("--api", metavar="|".join(APIS), help="vertex (Vertex AI custom jobs) or legacy "
                                   "(AI Platform Training, shut down 2025-01-31; kept for compatibility and the "
                                   "emulator).", rich_help_panel=_PANEL)]
-OUTPUT = Annotated[str, typer.Option("--output", "-o", metavar="table|json", help="table for people, json for "
-                                     "scripts.")]
 
 TARGET_OPTIONS = {"api": (API, "vertex"), "project": (PROJECT, None), "region": (REGION, None),
                   "endpoint": (ENDPOINT, None)}

@@ -10,11 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from mlsubmit._typer_fast import plain_classes
-from mlsubmit.errors import did_you_mean, invalid_value
+from mlsubmit.commands._output import OUTPUT, checked_output
 
-OUTPUTS = ("table", "json")
-OUTPUT = Annotated[str, typer.Option("--output", "-o", metavar="table|json",
-                                     help="table for people, json for scripts.")]
 
 
 _Group, _Command = plain_classes()
@@ -29,12 +26,6 @@ cache_app = typer.Typer(cls=_Group, name="cache", no_args_is_help=True, rich_mar
 
 def register(app: typer.Typer) -> None:
     app.add_typer(cache_app, name="cache")
-
-
-def _checked_output(output: str) -> str:
-    if output not in OUTPUTS:
-        raise invalid_value("--output", output, "table or json", hint=did_you_mean(output, OUTPUTS))
-    return output
 
 
 def _when(seconds: float) -> str:
@@ -91,7 +82,7 @@ def list_command(output: OUTPUT = "table") -> None:
     from mlsubmit.cache import inventory
     from mlsubmit.cache.limits import from_environment, show_size
 
-    _checked_output(output)
+    checked_output(output)
     limits = from_environment()
     home, images = inventory.roots()
     found = inventory.scan()
@@ -131,7 +122,7 @@ def prune_command(
     from mlsubmit.cache import inventory
     from mlsubmit.cache.limits import Limits, from_environment, parse_age, parse_size, show_size
 
-    _checked_output(output)
+    checked_output(output)
     if older_than is None and max_size is None:
         limits = from_environment()
     else:

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from mlsubmit._typer_fast import plain_classes
-from mlsubmit.commands._cloud_options import OUTPUT, TARGET_OPTIONS, with_options
-from mlsubmit.errors import did_you_mean, invalid_value
+from mlsubmit.commands._cloud_options import TARGET_OPTIONS, with_options
+from mlsubmit.commands._output import OUTPUT, checked_output
+from mlsubmit.errors import invalid_value
 
-OUTPUTS = ("table", "json")
 JOB = Annotated[str, typer.Argument(metavar="JOB", help="The job's id or resource name (Vertex AI: also its display "
                                                        "name).", show_default=False)]
 
@@ -33,12 +33,6 @@ def _command(name: str):
 
 def register(app: typer.Typer) -> None:
     app.add_typer(jobs_app, name="jobs")
-
-
-def _checked_output(output: str) -> str:
-    if output not in OUTPUTS:
-        raise invalid_value("--output", output, "table or json", hint=did_you_mean(output, OUTPUTS))
-    return output
 
 
 def _connect(target: dict[str, Any]) -> tuple[Any, Any]:
@@ -96,7 +90,7 @@ def list_command(
     from mlsubmit.targets.base import REQUEST_LABEL, check_state
     from mlsubmit.commands._jobs_view import job_table, print_json, status_json
 
-    _checked_output(output)
+    checked_output(output)
     if not limit.isascii() or not limit.isdigit() or not 1 <= int(limit) <= 10000:  # not "٣", "²"
         raise invalid_value("--limit", limit, "a whole number from 1 to 10000")
     wanted = check_state(state) if state else None
@@ -127,7 +121,7 @@ def describe_command(
     from mlsubmit.commands._jobs_view import describe, print_json, status_json
     from mlsubmit.tuning.results import results_of
 
-    _checked_output(output)
+    checked_output(output)
     if plot is not None and not plot.lower().endswith(".png"):
         raise invalid_value("--plot", plot, "a file name ending in .png", hint=f"use {plot}.png")
     service, _ = _connect(target)
@@ -165,7 +159,7 @@ def wait_command(
     from mlsubmit.jobspec.spec_input import parse_duration
     from mlsubmit.tuning.results import results_of
 
-    _checked_output(output)
+    checked_output(output)
     seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
     service, settings = _connect(target)
     service, status = _lookup(service, job)
@@ -194,7 +188,7 @@ def logs_command(
     """Print a job's logs from Cloud Logging, each line prefixed with its task; --follow streams them."""
     from mlsubmit.commands._jobs_view import LogPrinter, finish, follow
 
-    _checked_output(output)
+    checked_output(output)
     service, settings = _connect(target)
     service, status = _lookup(service, job)
     if follow_logs:
@@ -209,7 +203,7 @@ def cancel_command(target: Any, job: JOB, output: OUTPUT = "table") -> None:
     """Cancel a job that has not ended; it goes CANCELLING, then CANCELLED."""
     from mlsubmit.commands._jobs_view import print_json, status_json
 
-    _checked_output(output)
+    checked_output(output)
     service, _ = _connect(target)
     service, status = _lookup(service, job)
     status = service.cancel(status.name)

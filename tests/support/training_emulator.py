@@ -189,6 +189,25 @@ if args.fail and task.get("type") in ("chief", "master"):
 '''
 
 
+def start_emulator_command(argv: list[str], cwd: Path, *, env: dict | None = None,
+                           timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
+    """`argv` (a whole `mlsubmit emulator …` command line) started in the background as a user starts it, Ctrl-C
+    stopping it, its stdout and stderr together in cwd/out.txt; (the process, what it printed) once it is ready (its
+    last start-up line names Ctrl-C). The caller stops it; a start that fails or stalls is killed and raised."""
+    out = cwd / "out.txt"
+    with open(out, "w") as handle:
+        process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                                   **popen_kwargs(default_sigint=True))
+    deadline = time.monotonic() + timeout
+    while "Ctrl-C" not in out.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"the emulator did not start: {out.read_text()[-3000:]}")
+        time.sleep(0.05)
+    return process, out.read_text()
+
+
 def stage_package(package_dir: Path, gcs_endpoint: str, bucket: str) -> str:
     """Build the sdist of `package_dir` with mlsubmit's packaging and stage it to gs://bucket; returns its URI."""
     return stage_packages(package_dir, gcs_endpoint, bucket)[-1]
