@@ -295,7 +295,8 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
     result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings),
                         resolution_cached=reused)
     if resolved is not None and not warnings:  # only a complete check is remembered
-        _keep(kept, result.resolved)
+        if not reused:
+            _keep(kept, result.resolved)
         _keep(cache, {"resolved": result.resolved, "syntax": syntax})
     return result
 
