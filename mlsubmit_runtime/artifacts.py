@@ -69,7 +69,7 @@ def publish_dir(local_dir: str | os.PathLike, job_dir: str) -> dict:
     """
     local = Path(local_dir)
     files = sorted(p for p in local.rglob("*") if p.is_file() and p.name != MANIFEST)
-    target = Location(job_dir)
+    target = Location(job_dir, local)  # a gs:// job dir publishes straight from local_dir: no mirror
     if not target.remote and target.local.resolve() != local.resolve():
         import shutil
 
@@ -78,6 +78,4 @@ def publish_dir(local_dir: str | os.PathLike, job_dir: str) -> dict:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, dest)
         files = [target.local / path.relative_to(local) for path in files]
-    else:
-        target = Location(job_dir, local) if target.remote else target
     return publish(target, files)

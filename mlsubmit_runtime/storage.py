@@ -8,6 +8,7 @@ honours STORAGE_EMULATOR_HOST. Problems are one-line InputErrors.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -17,6 +18,23 @@ from pathlib import Path
 from mlsubmit_runtime.errors import InputError
 
 LATEST, SNAPSHOTS = "LATEST", "snapshots"  # push_snapshot's pointer and folder below a location
+_TEMPORARY: list[Path] = []  # this process's local stand-ins for gs:// locations and downloads
+
+
+def _temporary_folder(prefix: str) -> Path:
+    """A new private folder, removed when this process exits (normally, or unwinding from an exception or a
+    SIGTERM turned into SystemExit): a gs:// job dir's files are pushed before then, and a trainer run by hand with
+    a gs:// --job-dir no longer leaves its mirror in the temporary folder."""
+    if not _TEMPORARY:
+        atexit.register(_remove_temporary_folders)
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    _TEMPORARY.append(path)
+    return path
+
+
+def _remove_temporary_folders() -> None:
+    while _TEMPORARY:
+        shutil.rmtree(_TEMPORARY.pop(), ignore_errors=True)
 
 
 def is_gcs(uri: str) -> bool:
@@ -49,7 +67,7 @@ class Location:
         self.remote = is_gcs(uri)
         if self.remote:
             self._bucket_name, self._prefix = split_gcs(uri)
-            self.local = local or Path(tempfile.mkdtemp(prefix="mlsubmit-jobdir-"))
+            self.local = local or _temporary_folder("mlsubmit-jobdir-")
         else:
             self.local = Path(uri)
         self._bucket = None
@@ -178,7 +196,7 @@ class Location:
 def download_to_temp(uri: str) -> Path:
     """Download one gs:// object to a temporary file (for --data gs://…/x.npz)."""
     bucket, name = split_gcs(uri)
-    target = Path(tempfile.mkdtemp(prefix="mlsubmit-data-")) / Path(name).name
+    target = _temporary_folder("mlsubmit-data-") / Path(name).name
     try:
         _client().bucket(bucket).blob(name).download_to_filename(str(target))
     except Exception as exc:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -89,14 +90,19 @@ def test_sigterm_while_a_package_installs_stops_pip_and_the_emulator_promptly(gc
     assert not list((home / "venvs").glob(".installing-*"))  # the half-built venv went with them
 
 
-def test_kill_9_of_the_emulator_takes_its_fake_gcs_server_with_it(tmp_path):
+def test_kill_9_of_the_emulator_takes_its_fake_gcs_server_with_it_and_the_next_one_removes_its_folder(
+        tmp_path, monkeypatch):
+    from mlsubmit.emulator.executor import Executor
+    from mlsubmit.emulator.store import Store
     from mlsubmit.local.children import popen_kwargs
 
-    out = tmp_path / "emulator.out"
+    out, temporary = tmp_path / "emulator.out", tmp_path / "tmp"
+    temporary.mkdir()
     with open(out, "w") as sink:
         emulator = subprocess.Popen([sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--quiet"],
                                     stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, **popen_kwargs(),
-                                    env={**os.environ, "MLSUBMIT_HOME": str(tmp_path / "home")})
+                                    env={**os.environ, "MLSUBMIT_HOME": str(tmp_path / "home"),
+                                         "TMPDIR": str(temporary)})
     try:
         wait_until(lambda: "Cloud Storage: http" in out.read_text() or emulator.poll() is not None, 60, "start")
         gcs = [pid for pid in children_of(emulator.pid)
@@ -109,6 +115,31 @@ def test_kill_9_of_the_emulator_takes_its_fake_gcs_server_with_it(tmp_path):
         if emulator.poll() is None:
             emulator.kill()
             emulator.wait()
+    killed = [p for p in temporary.iterdir() if p.name.startswith("mlsubmit-")]
+    assert [p.name.split("-")[:3] for p in killed] == [["mlsubmit", "emulator", str(emulator.pid)]]  # one folder
+    assert {p.name for p in killed[0].iterdir()} >= {"hptuning", "legacy-hptuning"}  # the tuning files within
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    next_one = Executor(Store(None), gcs_endpoint=None)  # the next emulator that starts without --data-dir
+    try:
+        assert [p.name for p in temporary.iterdir()] == [next_one.work_dir.name]
+        assert next_one.work_dir.name.startswith(f"mlsubmit-emulator-{os.getpid()}-")
+    finally:
+        next_one.stop()
+    assert not next_one.work_dir.exists()
+
+
+def test_only_folders_whose_owner_is_gone_are_removed(tmp_path):
+    from mlsubmit.emulator.reaper import owned_prefix, remove_abandoned
+
+    mine = tmp_path / f"{owned_prefix('mlsubmit-emulator')}abc"  # this live process: kept
+    pid, started, _ = mine.name.removeprefix("mlsubmit-emulator-").split("-", 2)
+    reused = tmp_path / f"mlsubmit-emulator-{pid}-{int(started) + 1}-abc"  # same pid, another process: removed
+    gone = tmp_path / "mlsubmit-emulator-4194304-1-abc"  # no such pid: removed
+    other = [tmp_path / "mlsubmit-emulator-abc", tmp_path / "mlsubmit-kube-1-1-abc"]  # not ours to judge: kept
+    for folder in (mine, reused, gone, *other):
+        (folder / "jobs").mkdir(parents=True)
+    assert remove_abandoned("mlsubmit-emulator", tmp_path) == sorted([reused, gone])
+    assert sorted(tmp_path.iterdir()) == sorted([mine, *other])
 
 
 BUILDER = '''\

@@ -118,14 +118,20 @@ def test_jax_dry_run_and_a_two_epoch_data_parallel_run_without_tensorflow(no_tf_
 
 @pytest.mark.slow
 def test_torch_trains_without_tensorflow_into_a_gs_job_dir(no_tf_python, gcs, tmp_path):
-    """torch on a machine without TensorFlow, artifacts to gs:// through google-cloud-storage (fake-gcs-server)."""
+    """torch on a machine without TensorFlow, data from and artifacts to gs:// through google-cloud-storage
+    (fake-gcs-server); the local stand-ins of both are gone when the trainer exits."""
     emulator, bucket = gcs
     from mlsubmit.emulator.gcs_emulator import storage_client
 
     npz = digits_npz(tmp_path / "digits.npz")
-    done = _run(no_tf_python, "--backend", "torch", "--job-dir", f"gs://{bucket}/runs/torch", "--data", str(npz),
-                "--epochs", "1", "--steps-per-epoch", "3", "--batch-size", "16", env=emulator.env())
+    storage_client().bucket(bucket).blob("data/digits.npz").upload_from_filename(str(npz))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = _run(no_tf_python, "--backend", "torch", "--job-dir", f"gs://{bucket}/runs/torch", "--data",
+                f"gs://{bucket}/data/digits.npz", "--epochs", "1", "--steps-per-epoch", "3", "--batch-size", "16",
+                env={**emulator.env(), "TMPDIR": str(temporary)})
     _no_tensorflow(done)
+    assert [p.name for p in temporary.iterdir() if p.name.startswith("mlsubmit")] == []  # torch keeps its cache
     blobs = {b.name[len("runs/torch/"):]: b for b in storage_client().list_blobs(bucket, prefix="runs/torch/")}
     manifest = json.loads(blobs["MANIFEST.json"].download_as_bytes())
     assert {f["path"] for f in manifest["files"]} <= set(blobs)

@@ -63,6 +63,9 @@ class _Run:
         self.children = children.Group()  # what preparing it started (pip): stopped on cancel and shutdown
 
 
+WORK_DIR_NAME = "mlsubmit-emulator"  # a temporary work folder's name starts with it, then its owner (reaper)
+
+
 class Executor:
     def __init__(self, store: Store, *, gcs_endpoint: str | None, max_running: int = 2,
                  work_dir: str | os.PathLike | None = None, preempt_spot_after: float | None = None,
@@ -71,7 +74,9 @@ class Executor:
         self.capacity = capacity  # mlsubmit.emulator.capacity.Capacity: stockouts (None: capacity is unlimited)
         self.preempt_spot_after, self.preempt_spot_times = preempt_spot_after, preempt_spot_times
         self._own_work_dir = work_dir is None
-        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="mlsubmit-emulator-"))
+        if self._own_work_dir:
+            reaper.remove_abandoned(WORK_DIR_NAME)  # the folders of emulators that were killed
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix=reaper.owned_prefix(WORK_DIR_NAME)))
         self._cond = threading.Condition()
         self._queue: collections.deque[str] = collections.deque()
         self._runs: dict[str, _Run] = {}

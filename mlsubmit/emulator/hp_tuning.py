@@ -21,7 +21,6 @@ import json
 import re
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -104,12 +103,16 @@ class Study:
 class HpTuning:
     """The studies of one emulator and the threads that drive them."""
 
+    WORK_NAME = "hptuning"  # the trials' metric files, in the executor's work folder
+
     def __init__(self, emulator: Any):
         self.emulator = emulator
         self.studies: dict[str, Study] = {}
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
-        self.work = Path(tempfile.mkdtemp(prefix="mlsubmit-hptuning-"))
+        self.work = Path(emulator.executor.work_dir) / self.WORK_NAME
+        shutil.rmtree(self.work, ignore_errors=True)  # what a killed emulator with the same --data-dir left
+        self.work.mkdir(parents=True)
 
     # -- API --------------------------------------------------------------------------------------------------
     def create(self, request: Request) -> tuple[int, dict]:

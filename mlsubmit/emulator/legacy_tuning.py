@@ -45,6 +45,8 @@ def training_output(job_name: str, resource: dict[str, Any]) -> dict[str, Any]:
 class LegacyTuning(HpTuning):
     """The tuning jobs of one emulator's legacy API."""
 
+    WORK_NAME = "legacy-hptuning"
+
     def create_job(self, body: dict[str, Any], project: str, render: Callable[[Job], dict]) -> tuple[int, dict]:
         from mlsubmit.errors import UsageError
         from mlsubmit.tuning.requests import from_legacy
