@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -53,6 +54,22 @@ def test_config_writes_capacity_settings_gcloud_style_and_reads_them_back(tmp_pa
     assert again.exit_code == 0 and "not mapped" not in again.output, again.output
     assert yaml.safe_load((tmp_path / "again.yaml").read_text()) == document
 
+
+
+def test_a_tuning_jobs_trials_get_the_capacity_settings_and_its_body_validates(tmp_path):
+    """gcloud ai hp-tuning-jobs create --config takes the HyperparameterTuningJob mlsubmit writes: each trial waits
+    for its L4 (FLEX_START) and is not retried, and the body is one the discovery schema accepts."""
+    out = tmp_path / "study.yaml"
+    made = _config("--hptune-config", str(Path(__file__).parents[1] / "configs/inputs/hptuning_config.yaml"), *L4_JOB, "--flex-start",
+                   "--max-wait-duration", "2h", "--disable-retries", "--format", "vertex", "-o", str(out))
+    assert made.exit_code == 0, made.output
+    import yaml
+
+    study = yaml.safe_load(out.read_text())
+    assert study["trialJobSpec"]["scheduling"] == {"strategy": "FLEX_START", "maxWaitDuration": "7200s",
+                                                   "disableRetries": True}
+    assert discovery.validate("aiplatform.v1", "GoogleCloudAiplatformV1HyperparameterTuningJob",
+                              {"displayName": "study", **study}) == []
 
 BAD = [
     (("--gpus", "4", "--flex-start"), "invalid value for --flex-start: Vertex AI's FLEX_START (Dynamic Workload "
