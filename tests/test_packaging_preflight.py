@@ -132,3 +132,23 @@ def test_the_preflight_runs_on_the_base_environments_python(tmp_path):
         preflight(sdist, base=BaseEnv(old, "image test's environment"))
     assert "shapes.task does not import from the installed package on Python 3.8" in err.value.one_line()
     assert "SyntaxError: invalid syntax (shapes/task.py, line 3)" in err.value.one_line()
+
+
+def test_one_rule_says_which_requirements_an_environment_lacks_for_local_venvs_and_job_environments(tmp_path):
+    """Installed metadata decides (no pip): a requirement with extras counts as missing (pip installs what the extras
+    add, e.g. requests[socks] adds PySocks), as does an absent or too old distribution; an extra's own requirement,
+    and one the listed distributions satisfy themselves, do not."""
+    import os
+    import sys
+
+    from mlsubmit.packaging.requirements import missing_requirements
+
+    info = tmp_path / "site" / "user_trainer-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: user-trainer\nVersion: 1.0\n"
+                                   "Requires-Dist: packaging\nRequires-Dist: packaging[extra-deps]\n"
+                                   "Requires-Dist: pip>=999\nRequires-Dist: no-such-distribution-here>=1\n"
+                                   "Requires-Dist: numpy; extra == \"plots\"\nRequires-Dist: User_Trainer\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    assert missing_requirements(Path(sys.executable), ["user-trainer"], env=env) == [
+        "no-such-distribution-here>=1", "packaging[extra-deps]", "pip>=999"]

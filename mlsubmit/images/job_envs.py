@@ -41,41 +41,12 @@ import mlsubmit.cache.entries as entries
 from mlsubmit.errors import UsageError
 from mlsubmit.images import envs
 from mlsubmit.images.catalog import Image
+from mlsubmit.packaging.requirements import missing_requirements
 
 TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")  # one `tensorflow` import package, three names
 ALIAS_INSTALLER = "mlsubmit-alias"
 _BRIDGE = "_mlsubmit_image.pth"
 
-# Run by a job environment's python: the requirements of the job's distributions (argv[1], JSON) that neither the
-# job's own packages nor the environments below satisfy. Python 3.7 images have importlib_metadata, not .metadata.
-_MISSING = """\
-import json, re, sys
-try:
-    import importlib.metadata as md
-except ImportError:
-    import importlib_metadata as md
-try:
-    from packaging.requirements import Requirement
-except ImportError:
-    from pip._vendor.packaging.requirements import Requirement
-canonical = lambda name: re.sub(r"[-_.]+", "-", name).lower()
-names = json.loads(sys.argv[1])
-own = {canonical(name) for name in names}
-missing = set()
-for name in names:
-    for text in md.distribution(name).requires or []:
-        req = Requirement(text)
-        if canonical(req.name) in own or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
-            continue
-        try:
-            version = md.version(req.name)
-        except md.PackageNotFoundError:
-            missing.add(text)
-            continue
-        if req.extras or (req.specifier and not req.specifier.contains(version, prereleases=True)):
-            missing.add(text)
-print(json.dumps(sorted(missing)))
-"""
 
 
 def _canonical(name: str) -> str:
@@ -158,15 +129,6 @@ def _install_package(python: Path, sdist: Path, image: Image, say: Callable[[str
                          f"{_last_line(done.stderr)}")
 
 
-def _missing(python: Path, names: list[str]) -> list[str]:
-    done = subprocess.run([str(python), "-I", "-c", _MISSING, json.dumps(names)], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        raise UsageError(f"the requirements of {', '.join(names)} could not be read after installing them: "
-                         f"{_last_line(done.stderr)}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def requirements_env(image: Image, image_env: Path, missing: list[str], say: Callable[[str], None]) -> Path | None:
     """The requirements environment holding `missing` on the image's environment (built once for that exact list,
     held), or None when offline (said: the job then runs without them)."""
@@ -230,7 +192,7 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
             say(f"Installing {sdist.name} on {image.name}'s environment (the package alone; what it requires and the "
                 "image lacks goes to a requirements environment shared by every package that requires the same).")
             _install_package(built, sdist, image, say)
-        missing = _missing(built, [distribution_name(Path(sdist)) for sdist in packages])
+        missing = missing_requirements(built, [distribution_name(Path(sdist)) for sdist in packages])
         layer = requirements_env(image, image_env, missing, say) if missing else None
         if layer is not None:
             see(site, [str(layer.joinpath(*site.parts[-3:])), image_site])  # lib/pythonX.Y/site-packages
