@@ -141,6 +141,9 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
         engine.close()
 
 
+STOP_GRACE = 15.0  # a launcher stops its module within 10 s: SIGTERM, 5 s, SIGKILL, then 5 s for its last lines
+
+
 class _Driver:
     def __init__(self, engine: Engine, control: Control, record: Record, names: list[str],
                  say: Callable[[str], None], timeout: float | None):
@@ -196,7 +199,14 @@ class _Driver:
         raise _Stop()
 
     def _stop_all(self) -> None:
+        """Ask every launcher to stop its replica and wait (at most STOP_GRACE s) for those that answer to end: each
+        removes its working folder as it ends. Only then does the engine cancel what is left; a launcher that the
+        engine kills (Ray kills its actors) cannot, and left its folder on the node."""
+        reached = self.control.connected()
         self.control.send(self.names, {"stop": True})
+        deadline = time.monotonic() + STOP_GRACE
+        while any(self.codes[name] is None for name in reached) and time.monotonic() < deadline:
+            self._drain(0.1)
         self.engine.cancel()
         self.control.close()
 

@@ -212,6 +212,14 @@ def check_cancel(cluster, tmp: Path, home: Path, package: Path) -> None:
     try:
         assert seen.wait(240), "".join(out)
         assert len(job_processes("cancel_job")) >= 3
+        folders = set()  # each replica's private working folder on its node: its module runs in it
+        for pid in job_processes("cancel_job"):
+            try:
+                folders.add(Path(os.readlink(f"/proc/{pid}/cwd")))
+            except OSError:
+                continue
+        folders = {f for f in folders if f.name.startswith("cancel_job-")}
+        assert len(folders) == 3, folders
         cancelled = mlsubmit("jobs", "cancel", "cancel_job", "--api", "cluster", cluster=cluster, home=home, cwd=tmp)
         assert cancelled.returncode == 0 and "now CANCELLED" in cancelled.stdout, cancelled.stdout + cancelled.stderr
         assert job.wait(60) == 130
@@ -223,6 +231,7 @@ def check_cancel(cluster, tmp: Path, home: Path, package: Path) -> None:
     while job_processes("cancel_job") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not job_processes("cancel_job"), "".join(out)
+    assert [f for f in folders if f.exists()] == [], "".join(out)  # each launcher removed its folder as it ended
 
 
 STUDY = """\
