@@ -141,7 +141,7 @@ def test_one_rule_says_which_requirements_an_environment_lacks_for_local_venvs_a
     import os
     import sys
 
-    from mlsubmit.packaging.requirements import missing_requirements
+    from mlsubmit.images.missing import missing_requirements
 
     info = tmp_path / "site" / "user_trainer-1.0.dist-info"
     info.mkdir(parents=True)

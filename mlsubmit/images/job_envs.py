@@ -41,7 +41,7 @@ import mlsubmit.cache.entries as entries
 from mlsubmit.errors import UsageError
 from mlsubmit.images import envs
 from mlsubmit.images.catalog import Image
-from mlsubmit.packaging.requirements import missing_requirements
+from mlsubmit.images.missing import missing_requirements
 
 TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")  # one `tensorflow` import package, three names
 ALIAS_INSTALLER = "mlsubmit-alias"
