@@ -26,13 +26,15 @@ def _temporary_folder(prefix: str) -> Path:
     SIGTERM turned into SystemExit): a gs:// job dir's files are pushed before then, and a trainer run by hand with
     a gs:// --job-dir no longer leaves its mirror in the temporary folder."""
     if not _TEMPORARY:
-        atexit.register(_remove_temporary_folders)
+        atexit.register(_remove_temporary_folders, os.getpid())
     path = Path(tempfile.mkdtemp(prefix=prefix))
     _TEMPORARY.append(path)
     return path
 
 
-def _remove_temporary_folders() -> None:
+def _remove_temporary_folders(owner: int) -> None:
+    if os.getpid() != owner:  # a forked child that exits through atexit: the folders are its parent's
+        return
     while _TEMPORARY:
         shutil.rmtree(_TEMPORARY.pop(), ignore_errors=True)
 

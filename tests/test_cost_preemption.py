@@ -33,19 +33,21 @@ def _job_dir(stderr: str) -> str:
     return match.group(1)
 
 
-def _wait_for_backup(cloud, job: dict, epochs: int, timeout: float = 300.0) -> None:
-    """Until the job's backup in AIP_CHECKPOINT_DIR holds `epochs` finished epochs. The trainer pushes its backup
-    after every epoch as one snapshot (LATEST names it); polled here, not through the followed logs, which arrive
-    seconds later under load, by when the trainer may have finished and removed its backup."""
+def _wait_for_backup(cloud, job: dict, epochs: int, after: str = "", timeout: float = 300.0) -> str:
+    """Until the job's backup in AIP_CHECKPOINT_DIR holds `epochs` finished epochs in a snapshot newer than `after`
+    (ids are hex nanosecond times); returns its id. The trainer pushes its backup after every epoch as one snapshot
+    (LATEST names it); polled here, not through the followed logs, which arrive seconds later under load, by when the
+    trainer may have finished and removed its backup. A snapshot newer than the last preemption's was written by the
+    restarted trainer itself: it is training, not starting (a preemption while replicas start is not this test's)."""
     checkpoints = f"{job['jobSpec']['baseOutputDirectory']['outputUriPrefix'].rstrip('/')}/checkpoints"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        latest = cloud.object(f"{checkpoints}/LATEST")
-        meta = latest and cloud.object(f"{checkpoints}/snapshots/{latest.decode()}/training_metadata.json")
+        latest = (cloud.object(f"{checkpoints}/LATEST") or b"").decode()
+        meta = latest > after and cloud.object(f"{checkpoints}/snapshots/{latest}/training_metadata.json")
         if meta and json.loads(meta)["epoch"] >= epochs:  # (the snapshot LATEST named may be gone: read again)
-            return
+            return latest
         time.sleep(0.02)
-    raise AssertionError(f"no backup of {epochs} epoch(s) in {checkpoints} after {timeout} s")
+    raise AssertionError(f"no backup of {epochs} epoch(s) newer than {after!r} in {checkpoints} after {timeout} s")
 
 
 def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
@@ -53,9 +55,10 @@ def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
     spot_run = cloud.start(*common, "--spot", "--job-name", "spot_run", *TRAINER_ARGS)
     steady_run = cloud.start(*common, "--job-name", "steady_run", *TRAINER_ARGS)  # at the same time: less wall time
     spot_run.wait_for("accepted")
+    snapshot = ""
     for nth, after_epoch in enumerate(PREEMPT_AFTER, 1):
         (job,) = [j for j in cloud.vertex_jobs() if j["displayName"] == "spot_run"]
-        _wait_for_backup(cloud, job, after_epoch)  # right after epoch N's backup, not when its log line arrives
+        snapshot = _wait_for_backup(cloud, job, after_epoch, after=snapshot)  # right after epoch N's backup
         assert cloud.emulator.admin("POST", f"preempt?job={job['name']}") == {"job": job["name"], "preempted": True}
         spot_run.wait_for(f"(preemption {nth})")
     spot, steady = spot_run.finish(timeout=600), steady_run.finish(timeout=600)
@@ -76,7 +79,7 @@ def test_a_spot_job_preempted_twice_ends_like_one_never_preempted(cloud):
 
     preempted = json.loads(cloud.object(f"{_job_dir(spot.stderr)}/metrics.json"))
     never = json.loads(cloud.object(f"{_job_dir(steady.stderr)}/metrics.json"))
-    assert preempted["resumed_from_epoch"] >= PREEMPT_AFTER[-1], preempted  # the last start resumed from its backup
+    assert preempted["resumed_from_epoch"] >= PREEMPT_AFTER[-1], spot.stdout[-6000:]  # the last start resumed from its backup
     assert not [name for name in cloud.objects() if "/checkpoints/" in name]  # a finished job leaves no backup
     assert never.get("resumed_from_epoch") in (None, 0), never
     assert preempted["epochs_run"] == never["epochs_run"] == EPOCHS
