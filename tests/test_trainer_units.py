@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,8 +46,11 @@ def test_job_dir_comes_from_vertex_base_output_directory():
 
 def test_dry_run_uses_synthetic_data_two_steps_and_a_temporary_job_dir():
     config = parse_config(["--dry-run", "--data", "mnist"], env={})
+    made = Path(config.job_dir)
+    shutil.rmtree(made)  # trainer.task removes it when the run ends; here nothing runs
     assert (config.data, config.steps_per_epoch, config.epochs, config.job_dir_is_temporary) == (
         "synthetic", 2, 1, True)
+    assert made.name.startswith("mlsubmit-dry-run-")
 
 
 def test_device_selection():
