@@ -1,6 +1,7 @@
 """Nothing outlives the emulator: SIGTERM while a job's package is being installed stops the install and the
 emulator within seconds and leaves no half-built venv; `kill -KILL` of the emulator takes the fake-gcs-server it
-started down with it; a venv build that was killed is cleaned up by the next one."""
+started down with it; a venv build that was killed is cleaned up by the next one; a Kubernetes emulator killed so
+leaves its kubeconfig (token, CA, key) only until the next one starts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from support.training_emulator import TrainingEmulator
 
@@ -145,6 +148,8 @@ def test_only_folders_whose_owner_is_gone_are_removed(tmp_path):
 BUILDER = '''\
 import sys, time
 from pathlib import Path
+
+import pytest
 from mlsubmit.local.venvs import _building
 with _building(Path(sys.argv[1])) as building:
     print(building, flush=True)
@@ -172,3 +177,41 @@ def test_a_venv_build_killed_mid_install_is_removed_by_the_next_install_and_a_li
         for builder in builders:
             builder.kill()
             builder.wait()
+
+
+def test_kill_9_of_the_kubernetes_emulator_leaves_its_credentials_only_until_the_next_start(tmp_path):
+    pytest.importorskip("cryptography")
+    from mlsubmit.local.children import popen_kwargs
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "MLSUBMIT_HOME": str(tmp_path / "home"), "TMPDIR": str(temporary)}
+    started = []
+    try:
+        for run in ("killed", "next"):
+            out = tmp_path / f"{run}.out"
+            with open(out, "w") as sink:
+                started.append(subprocess.Popen(
+                    [sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--kube-port", "0", "--quiet"],
+                    stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, env=env, **popen_kwargs()))
+            wait_until(lambda: "KUBECONFIG=" in out.read_text() or started[-1].poll() is not None, 60, "start")
+            kubeconfig = Path(out.read_text().split("KUBECONFIG=", 1)[1].split()[0])
+            assert "token" in kubeconfig.read_text() and kubeconfig.parent.parent == temporary, out.read_text()
+            if run == "killed":
+                left = kubeconfig.parent
+                started[-1].send_signal(signal.SIGKILL)  # no `finally` runs: its folder stays
+                started[-1].wait(timeout=10)
+                assert left.name.startswith(f"mlsubmit-kube-{started[-1].pid}-") and kubeconfig.exists()
+        assert not left.exists()  # the next start removed it: its owner is gone
+        kube_folders = [p for p in temporary.iterdir() if p.name.startswith("mlsubmit-kube-")]
+        assert kube_folders == [kubeconfig.parent]  # its own, and no other
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    assert not [p for p in temporary.iterdir() if p.name.startswith("mlsubmit-kube-")]  # stopped: removed its own

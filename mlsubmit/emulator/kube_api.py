@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mlsubmit.emulator import kube_admission, kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob, kube_wire
+from mlsubmit.emulator import (kube_admission, kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob, kube_wire,
+                               reaper)
 from mlsubmit.emulator.kube_wire import ApiStatus
 
+ROOT_NAME = "mlsubmit-kube"  # its temporary folder: `mlsubmit-kube-PID-START-…` (mlsubmit.emulator.reaper)
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0", "platform": "linux/amd64"}
 CORE = {"namespaces": ("Namespace", False), "configmaps": ("ConfigMap", True), "services": ("Service", True),
         "pods": ("Pod", True)}
@@ -176,7 +178,8 @@ class KubeServer(ThreadingHTTPServer):
         self.serve_tfjobs = True  # False: a cluster without the Training Operator
         self.read_timeout = kube_wire.read_timeout()
         self.token = secrets.token_urlsafe(32)
-        self._root = Path(tempfile.mkdtemp(prefix="mlsubmit-kube-"))  # 0700: pods' folders, key, kubeconfig
+        reaper.remove_abandoned(ROOT_NAME)  # a killed emulator's folder: its kubeconfig holds a token, CA and key
+        self._root = Path(tempfile.mkdtemp(prefix=reaper.owned_prefix(ROOT_NAME)))  # 0700: pods, key, kubeconfig
         try:
             self.tls = kube_wire.Tls(self._root)
         except BaseException:
