@@ -133,3 +133,15 @@ def test_packaging_modules_do_not_load_google_clients_or_tensorflow_at_import():
             "print([m for m in sys.modules if m.startswith(('google.cloud', 'googleapiclient', 'tensorflow'))])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_retired_image_is_checked_with_a_warning_as_train_local_runs_it(tmp_path):
+    # one answer on every path: `train --local` checks and runs a package on a retired image (with a warning), so
+    # `package` checks it there too, saying that Vertex AI no longer serves the image
+    project = make_project(tmp_path / "proj")
+    image = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+    result = run("--package-path", str(project), "--skip-preflight", "--executor-image", image)
+    assert result.exit_code == 0, result.output
+    assert "checked   image tf-cpu.2-17.py310 (Python 3.10)" in result.stdout
+    assert result.stderr.startswith("warning: tf-cpu.2-17.py310 is no longer served by Vertex AI: its end of "
+                                    "availability was 2026-07-11"), result.stderr

@@ -147,7 +147,7 @@ def package_command(
     extras = packaging.resolve_extras(extra_packages)
     plan = packaging.plan_sdist(package_path, setup_py, wanted)
     _warn_secrets(plan.excluded_secrets)
-    checked, warnings = _check_on_image(plan, choice)
+    checked, warnings = _check_on_image(plan, choice, packaging.staged_names(extras))
     base = None
     if not skip_preflight and choice.image is not None:
         from mlsubmit.packaging.preflight import base_env
@@ -164,7 +164,8 @@ def package_command(
 
 
 def _image(runtime_version, executor_image, python_version, api):
-    """The image a job with these flags runs (mlsubmit.images.choose), refused as `train` refuses it."""
+    """The image a job with these flags runs (mlsubmit.images.choose): the package is checked on any image `train
+    --local` runs it on, a retired one with the warning `train --local` gives (the service no longer serves it)."""
     from mlsubmit.images import choose
     from mlsubmit.jobspec.spec import JobSpec
 
@@ -172,13 +173,13 @@ def _image(runtime_version, executor_image, python_version, api):
         raise invalid_value("--api", api, " or ".join(choose.APIS), hint=did_you_mean(api, choose.APIS))
     spec = JobSpec(runtime_version=runtime_version, executor_image=executor_image, python_version=python_version,
                    target="local")
-    choose.served(spec, lambda text: typer.secho(text, fg="yellow", err=True), api=api)
+    choose.served(spec, lambda text: typer.secho(text, fg="yellow", err=True), api=api, sending=False)
     for note in choose.python_notes(spec, api=api):
         typer.secho(f"warning: {note}", fg="yellow", err=True)
     return choose.choose(spec, api=api)
 
 
-def _check_on_image(plan, choice) -> tuple[str | None, list[str]]:
+def _check_on_image(plan, choice, extras: tuple[str, ...] = ()) -> tuple[str | None, list[str]]:
     """The package's requirements and syntax against the image (mlsubmit.images.check), in words (None for an
     image mlsubmit does not know), and the warnings to show once the package passed. `--skip-preflight` skips the
     install check only: this one is what the service's image would refuse.
@@ -193,7 +194,7 @@ def _check_on_image(plan, choice) -> tuple[str | None, list[str]]:
 
     sha256, _ = archive_digest(plan)  # computed in memory: the archive is written once, by package_plan
     result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sha256, choice.image,
-                   staged=(DISTRIBUTION,))
+                   staged=(DISTRIBUTION, *extras))
     return describe(result, choice.image), list(result.warnings)
 
 
