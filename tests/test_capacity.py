@@ -92,6 +92,25 @@ BAD = [
     (("--reservation", "r1", "--reservation-affinity", "reservation-affinity-type=ANY_RESERVATION"),
      "received both --reservation-affinity and --reservation"),
     (("--format", "legacy", "--disable-retries"), "invalid option for legacy AI Platform: --disable-retries"),
+    # empty values are refused, never read as "no reservation"; a reservation in another region's zone too
+    (("--reservation", ""), "invalid value for --reservation: received ''; expected a reservation name or "
+     "projects/PROJECT/zones/ZONE/reservations/NAME; drop --reservation to draw from no reservation"),
+    (("--reservation-affinity", ""), "invalid value for --reservation-affinity: received ''; expected "
+     "reservation-affinity-type=TYPE[,key=KEY,values=V1;V2] as gcloud takes it"),
+    ((*L4_JOB, "--reservation", "projects/p/zones/europe-west4-a/reservations/l4s"), "invalid value for "
+     "--reservation: received 'projects/p/zones/europe-west4-a/reservations/l4s', a reservation in europe-west4-a; "
+     "expected one in a zone of us-central1, the job's region (a job draws only from reservations in its own "
+     "region); use --region europe-west4, or a reservation in us-central1"),
+    ((*L4_JOB, "--region", "us-east4", "--reservation-affinity", "reservation-affinity-type=SPECIFIC_RESERVATION,"
+      "key=compute.googleapis.com/reservation-name,values=projects/p/zones/us-central1-a/reservations/l4s"),
+     "invalid value for --reservation-affinity: received 'projects/p/zones/us-central1-a/reservations/l4s', a "
+     "reservation in us-central1-a; expected one in a zone of us-east4"),
+    # FLEX_START and reservations where the target has no such thing
+    ((*L4_JOB, "--flex-start", "--format", "kubernetes", "--job-name", "j"), "invalid option for --format "
+     "kubernetes: --flex-start (the Kubernetes objects carry no FLEX_START, reservation or retry settings: on GKE "
+     "those belong to the node pool); drop --flex-start, or use --format vertex"),
+    ((*L4_JOB, "--reservation", "l4s", "--format", "kubernetes", "--job-name", "j"), "invalid option for --format "
+     "kubernetes: --reservation ("),
 ]
 
 
@@ -103,6 +122,18 @@ def test_bad_capacity_settings_are_one_line_exit_2_and_write_nothing(args, messa
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("target, flag", [("kubernetes", "--flex-start"), ("spark://127.0.0.1:7077", "--reservation")])
+def test_a_cluster_of_your_own_refuses_vertex_scheduling_naming_the_target(target, flag, tmp_path):
+    """Not "with --local": the refusal names where the job was going."""
+    given = [flag] if flag == "--flex-start" else [flag, "l4s"]
+    result = CliRunner().invoke(app, ["train", "--target", target, *L4_JOB, *given, "--job-name", "j"],
+                                env={"NO_COLOR": "1", "MLSUBMIT_HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"error: invalid option with --target {target}: {flag} (a cluster of your "
+                                          "own runs on the machines it has: no FLEX_START, reservation or retry "
+                                          f"settings); drop {flag}"]
 
 
 def _env(tmp_path) -> dict:
@@ -128,6 +159,9 @@ BAD_ALTERNATIVES = [
      "gpus"),
     (("--reservation", "l4s", "--alternative", "region=us-east4"), "another region cannot use it"),
     (("--cheapest-first",), "--cheapest-first orders the job's --alternative choices; received none"),
+    (("--api", "legacy", "--alternative", "region=us-east4"), "invalid option for legacy AI Platform: --alternative "
+     "region=us-east4 (legacy AI Platform has no failover: mlsubmit fails over between Vertex AI regions and machines); "
+     "drop --alternative, or use --api vertex"),
 ]
 
 

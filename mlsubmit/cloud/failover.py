@@ -118,10 +118,15 @@ def _chief(chief: Pool, alternative: Alternative) -> Pool:
     return Pool("chief", machine_name, 1, accelerator, count or 0)
 
 
-def plan(spec: JobSpec, texts: list[str] | tuple[str, ...], *, cheapest_first: bool = False) -> list[JobSpec]:
+def plan(spec: JobSpec, texts: list[str] | tuple[str, ...], *, cheapest_first: bool = False,
+         api: str = "vertex") -> list[JobSpec]:
     """The job and its alternatives, in the order they are tried: as given, or the cheapest first (prices from the
     table; an unknown price goes last). UsageError for an alternative that is the job itself, repeats another,
-    or cannot run."""
+    or cannot run, and for any alternative of a legacy AI Platform job (mlsubmit fails over on Vertex AI only)."""
+    if texts and api == "legacy":
+        raise UsageError(f"invalid option for legacy AI Platform: --alternative {texts[0]} (legacy AI Platform has no "
+                         "failover: mlsubmit fails over between Vertex AI regions and machines)",
+                         hint="drop --alternative, or use --api vertex")
     specs = [spec]
     for text in texts:
         alternative = parse(text)

@@ -111,7 +111,7 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     if api == "legacy":
         reject_spot_for_legacy(spec)
     from mlsubmit.commands._spec_options import budgeted
-    choices = _choices(spec, cloud_flags, tuning=tuning is not None, backends=bool(backends))
+    choices = _choices(spec, cloud_flags, tuning=tuning is not None, backends=bool(backends), api=api)
     budgeted_choices = [budgeted(choice, spec_flags, tuning, backends=len(backends) or 1) for choice in choices]
     spec, estimate = budgeted_choices[0]
     estimate = estimate + _failover_lines([s for s, _ in budgeted_choices])
@@ -195,7 +195,8 @@ def train_cloud(spec_flags: dict[str, Any], cloud_flags: dict[str, Any], *, api:
     finish(service, final, finder, settings=settings)
 
 
-def _choices(spec: Any, cloud_flags: dict[str, Any], *, tuning: bool, backends: bool) -> list[Any]:
+def _choices(spec: Any, cloud_flags: dict[str, Any], *, tuning: bool, backends: bool,
+             api: str = "vertex") -> list[Any]:
     """The job and its --alternative choices in the order they are tried (mlsubmit.cloud.failover)."""
     from mlsubmit.cloud import failover
 
@@ -207,7 +208,7 @@ def _choices(spec: Any, cloud_flags: dict[str, Any], *, tuning: bool, backends: 
         given = "a tuning study" if tuning else "--backends"
         raise UsageError(f"invalid options: --alternative with {given} (failover submits one job at a time)",
                          hint="drop --alternative, or submit without " + ("the study" if tuning else "--backends"))
-    return failover.plan(spec, alternatives, cheapest_first=bool(cloud_flags.get("cheapest_first")))
+    return failover.plan(spec, alternatives, cheapest_first=bool(cloud_flags.get("cheapest_first")), api=api)
 
 
 def _failover_lines(choices: list[Any]) -> list[str]:

@@ -26,9 +26,10 @@ def train_cluster(spec_flags: Any, target: str, *, api: str, package_path: str, 
     reject_cloud_only(spec_flags, engine)
     tuning, tuning_notes = tuning_of(spec_flags.get("config"), hptune_config)
     if tuning is not None:
-        spec = local_spec(spec_flags, mapped="trainingInput.hyperparameters:", more_notes=tuple(tuning_notes))
+        spec = local_spec(spec_flags, mapped="trainingInput.hyperparameters:", more_notes=tuple(tuning_notes),
+                          where=f"--target {target}")
         return _study(engine, spec, tuning, target, api=api, package_path=package_path)
-    spec = local_spec(spec_flags)
+    spec = local_spec(spec_flags, where=f"--target {target}")
     outcome = run_on_cluster(engine, spec, api=api, package_path=package_path, setup_py=None,
                              say=lambda line: typer.echo(line),
                              requirements=split_requirements(package_flags["requirements"]),

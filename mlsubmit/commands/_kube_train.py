@@ -21,7 +21,7 @@ def train_kube(spec_flags: Any, target: str, *, package_path: str, package_flags
     from mlsubmit.targets.cluster_run import build_packages
 
     # a cluster of your own: --spot and --max-cost apply (GKE spot nodes; Compute Engine prices of the nodes)
-    spec = local_spec({**spec_flags, "spot": None, "max_cost": None})
+    spec = local_spec({**spec_flags, "spot": None, "max_cost": None}, where="--target kubernetes")
     if spec_flags.get("spot"):
         spec = spec.replace(spot=True)
     spec, estimate = budgeted(spec, spec_flags, catalog="compute")  # said once the checks passed (one-line refusals)

@@ -158,12 +158,14 @@ class SpecCommand(PlainCoercion, TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
+def spec_from_options(flags: dict[str, Any], *, target: str = "cloud", where: str = "--local"):
     """The validated JobSpec for these option values (merged over --config), and notes on unmapped settings.
 
     Args:
         flags: the `spec_flags` dict a `@with_spec_options` command receives.
         target: "cloud" (gs:// job dir required) or "local".
+        where: with target "local", where the job runs, as the user chose it ("--local", "--target kubernetes"):
+            what errors about cloud-only settings name.
     Returns:
         (JobSpec, notes)
     Raises:
@@ -190,7 +192,7 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
         flex_start=flags.get("flex_start") or None, max_wait=flags.get("max_wait"),
         reservation=_reservation(flags), disable_retries=flags.get("disable_retries") or None,
         restart_job_on_worker_restart=flags.get("restart_job_on_worker_restart") or None,
-        names=dict(FLAG_NAMES))
+        names={**FLAG_NAMES, **({"reservation": "--reservation"} if flags.get("reservation") is not None else {})})
     notes: list[str] = []
     if flags.get("config"):
         from_yaml, notes = load_yaml(flags["config"])
@@ -199,8 +201,9 @@ def spec_from_options(flags: dict[str, Any], *, target: str = "cloud"):
     if target == "local" and (flags.get("spot") or flags.get("max_cost") or not spec.capacity.empty):
         given = "--spot" if flags.get("spot") else f"--max-cost {flags['max_cost']}" if flags.get("max_cost") \
             else spec.capacity.given()[0]
-        raise UsageError(f"invalid option with --local: {given} (this machine costs nothing and is never preempted)",
-                         hint=f"drop {given.split()[0]}")
+        why = "this machine costs nothing and is never preempted" if where == "--local" else \
+            "a cluster of your own runs on the machines it has: no FLEX_START, reservation or retry settings"
+        raise UsageError(f"invalid option with {where}: {given} ({why})", hint=f"drop {given.split()[0]}")
     return spec, notes
 
 
@@ -208,13 +211,14 @@ def _reservation(flags: dict[str, Any]) -> Any:
     """--reservation-affinity (gcloud's form) or --reservation NAME, as a scheduling.Reservation; None if neither."""
     from mlsubmit.jobspec import scheduling
 
-    if flags.get("reservation_affinity") and flags.get("reservation"):
+    affinity, name = flags.get("reservation_affinity"), flags.get("reservation")
+    if affinity is not None and name is not None:  # '' is a value given, never read as "none"
         raise UsageError("invalid options: received both --reservation-affinity and --reservation; expected one",
                          hint="--reservation NAME is --reservation-affinity reservation-affinity-type="
                               "SPECIFIC_RESERVATION,key=compute.googleapis.com/reservation-name,values=NAME")
-    if flags.get("reservation_affinity"):
-        return scheduling.parse_reservation_affinity(flags["reservation_affinity"])
-    return scheduling.named_reservation(flags["reservation"]) if flags.get("reservation") else None
+    if affinity is not None:
+        return scheduling.parse_reservation_affinity(affinity)
+    return scheduling.named_reservation(name) if name is not None else None
 
 
 def budget_from_options(flags: dict[str, Any]) -> Optional[float]:
@@ -252,7 +256,8 @@ def _pairs(items: List[tuple[str, str]]) -> Optional[tuple]:
     return tuple(pairs.items())
 
 
-def local_spec(flags: dict[str, Any], *, mapped: str | None = None, more_notes: tuple[str, ...] = ()):
+def local_spec(flags: dict[str, Any], *, mapped: str | None = None, more_notes: tuple[str, ...] = (),
+               where: str = "--local"):
     """The JobSpec of a `train --local` run (a Python package job), its notes said as warnings first.
 
     `mapped`: the prefix of notes about what the caller carries out itself (a tuning study's hyperparameters), not
@@ -262,7 +267,7 @@ def local_spec(flags: dict[str, Any], *, mapped: str | None = None, more_notes: 
     """
     from mlsubmit.jobspec.requests import require_python_package
 
-    spec, notes = spec_from_options(flags, target="local")
+    spec, notes = spec_from_options(flags, target="local", where=where)
     require_python_package(spec)
     for note in [*(n for n in notes if not (mapped and n.startswith(mapped))), *more_notes]:
         typer.secho(f"warning: {note}", fg="yellow", err=True)

@@ -15,6 +15,8 @@ from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
 from mlsubmit.errors import did_you_mean, invalid_value
 
 FORMATS = ("vertex", "legacy", "kubernetes")
+KUBE_HAS_NO_SCHEDULING = ("the Kubernetes objects carry no FLEX_START, reservation or retry settings: on GKE "
+                          "those belong to the node pool")
 _EPILOG = "\b\n" + machines.describe_table()  # \b: click prints the table as it is, without rewrapping
 
 
@@ -58,7 +60,10 @@ def config(
         raise invalid_value("--format", fmt, " or ".join(FORMATS), hint=did_you_mean(fmt.lower(), FORMATS))
     spec, notes = spec_from_options(spec_flags)
     if fmt == "kubernetes":
+        from mlsubmit.jobspec.scheduling import refuse_without_scheduling
         from mlsubmit.kube.config import config_text
+
+        refuse_without_scheduling(spec.capacity, "--format kubernetes", KUBE_HAS_NO_SCHEDULING, "use --format vertex")
 
         spec, estimate = budgeted(spec, spec_flags, catalog="compute")  # GKE nodes: Compute Engine prices
         text, notes = config_text(spec, notes, namespace=namespace, k8s_api=k8s_api, k8s_version=k8s_version,
@@ -93,6 +98,8 @@ def config(
         document, conversion_notes = tuning_requests.config_document(tuning, spec, fmt)
         comment = tuning_requests.command_comment(spec, fmt)
     text = comment + requests.to_yaml(document)
+    if fmt == "legacy":
+        conversion_notes = [*conversion_notes, requests.LEGACY_SHUT_DOWN]
     if output is None:
         typer.echo(text, nl=False)
     else:

@@ -98,8 +98,30 @@ def parse_reservation_affinity(text: str) -> Reservation:
 
 
 def named_reservation(name: str) -> Reservation:
-    """`--reservation NAME`: that specific reservation."""
+    """`--reservation NAME`: that specific reservation (an empty NAME is refused, never read as none)."""
+    if not str(name).strip():
+        raise invalid_value("--reservation", name, "a reservation name or projects/PROJECT/zones/ZONE/reservations/"
+                            "NAME", hint="drop --reservation to draw from no reservation")
     return Reservation("SPECIFIC_RESERVATION", RESERVATION_KEY, (str(name).strip(),))
+
+
+def reservation_zone(value: str) -> str | None:
+    """The zone a reservation's resource name places it in ('projects/p/zones/us-central1-a/reservations/r' ->
+    'us-central1-a'); None for a bare name (the service looks for it in the job's region)."""
+    found = re.match(r"projects/[^/]+/zones/([^/]+)/", value)
+    return found.group(1) if found else None
+
+
+def zone_region(zone: str) -> str:
+    """'us-central1-a' -> 'us-central1' (a Compute Engine zone is its region and one letter)."""
+    return zone.rsplit("-", 1)[0]
+
+
+def refuse_without_scheduling(capacity: "Capacity", where: str, why: str, instead: str) -> None:
+    """One line when `capacity` sets anything and the place the job goes (`where`) has no such settings."""
+    given = capacity.given()
+    if given:
+        raise UsageError(f"invalid option for {where}: {given[0]} ({why})", hint=f"drop {given[0]}, or {instead}")
 
 
 def reservation_from_body(affinity: dict[str, Any] | None) -> Reservation | None:
@@ -165,6 +187,7 @@ class Capacity:
             raise UsageError(f"invalid value for {self.flag('max_wait_seconds')}: received {self.max_wait_seconds}s; "
                              "a wait for capacity needs the FLEX_START strategy",
                              hint="add --flex-start, or drop the wait")
+        self._check_zone(spec.region)
         if self.disable_retries and self.restart_job_on_worker_restart:
             raise UsageError(f"invalid options: {self.flag('disable_retries')} overrides "
                              f"{self.flag('restart_job_on_worker_restart')} to false (the API's rule); received both",
@@ -192,6 +215,17 @@ class Capacity:
         if spec.max_runtime_seconds is not None and spec.max_runtime_seconds > FLEX_START_MAX_TIMEOUT:
             raise invalid_value("--max-runtime", f"{spec.max_runtime_seconds}s", f"at most {FLEX_START_MAX_TIMEOUT}s "
                                 "(7 days) with FLEX_START")
+
+    def _check_zone(self, region: str) -> None:
+        """A reservation lives in one zone; a job's machines come from its own region: another region's zone is
+        one the service can never draw from (refused here, not after the queue)."""
+        for value in self.reservation.values if self.reservation is not None else ():
+            zone = reservation_zone(value)
+            if zone is not None and zone_region(zone) != region:
+                raise UsageError(f"invalid value for {self.flag('reservation')}: received {value!r}, a reservation "
+                                 f"in {zone}; expected one in a zone of {region}, the job's region (a job draws "
+                                 "only from reservations in its own region)",
+                                 hint=f"use --region {zone_region(zone)}, or a reservation in {region}")
 
     def wait_text(self) -> str:
         """'up to 2h00m00s' / 'indefinitely' / 'up to 24h (the service's default)'."""
