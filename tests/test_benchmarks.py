@@ -25,8 +25,10 @@ QUICK = {
     "dry_run.py": "× the bare import",
     "trainer_throughput.py": "[tensorflow] ratio ours/baseline:",
     "emulator_overhead.py": "emulator overhead per job:",
+    "emulator_burst.py": "| this version (sock_diag, backlog 1024) | 50/50 |",
     "byo_trainer.py": "mlsubmit train --local, cached venv",
     "submit.py": "| resubmission, unchanged package |",
+    "install.py": "mlsubmit --help in the core's venv:",
 }
 
 

@@ -1,7 +1,7 @@
 """The emulator under hostile or careless requests: names the real services refuse are refused before anything
 is stored (no phantom job), and whatever arrives on the wire — HEAD, OPTIONS, TRACE, an unknown method, an
 over-long URL or header, broken chunking, a body that never comes — is answered in Google's error JSON with the
-right code, within the read timeout, and the emulator keeps serving."""
+right code, within the read timeout, and the emulator keeps serving; a burst of 200 clients is answered."""
 
 from __future__ import annotations
 
@@ -245,3 +245,22 @@ def test_label_and_env_counts_at_the_limits_are_accepted():
     body = _with(vertex_body("gs://b/p.tar.gz"), ("labels",), dict(list(LABELS.items())[:64]))
     body = _with(body, POOL, ENV[:100])
     assert checked_body("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", body)["labels"] == body["labels"]
+
+
+def test_a_burst_of_200_clients_is_answered_within_10_seconds(training_emulator):
+    """Telling each connection's owner asks the kernel for that one socket (not all of /proc/net/tcp), and the
+    listen backlog holds a burst: 200 clients at once are all answered, as the emulator's own user."""
+    from support.burst import burst
+
+    from mlsubmit.emulator import peers
+
+    done = burst(training_emulator.endpoint, "/v1/projects/p/locations/us-central1/customJobs?pageSize=1", 200, 10)
+    assert done.answered == 200 and set(done.statuses) == {200}, done
+    assert done.slowest < 10, done
+    server = socket.create_server(("127.0.0.1", 0))  # the two ways of telling agree, and say None for no socket
+    with server, socket.create_connection(server.getsockname()) as client:
+        accepted, peer = server.accept()
+        with accepted:
+            assert peers.owner_from_kernel(peer, server.getsockname()) == os.getuid()
+            assert peers.owner_from_table(peer, server.getsockname()) == os.getuid()
+            assert peers.owner_from_kernel(("127.0.0.1", 1), server.getsockname()) is None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.training_emulator import TrainingEmulator
+from support.training_emulator import TrainingEmulator, stop_emulator_command
 
 from mlsubmit.emulator.reaper import alive
 
@@ -207,11 +207,5 @@ def test_kill_9_of_the_kubernetes_emulator_leaves_its_credentials_only_until_the
         assert kube_folders == [kubeconfig.parent]  # its own, and no other
     finally:
         for process in started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_emulator_command(process)
     assert not [p for p in temporary.iterdir() if p.name.startswith("mlsubmit-kube-")]  # stopped: removed its own

@@ -88,6 +88,7 @@ class _Dropped(Exception):
 class EmulatorServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # listen backlog (socketserver's 5 drops a burst's connections: clients wait on SYN retries)
 
     def __init__(self, port: int, router: Router, faults: Faults, *, read_timeout: float | None = None):
         self.router, self.faults = router, faults

@@ -208,6 +208,19 @@ def start_emulator_command(argv: list[str], cwd: Path, *, env: dict | None = Non
     return process, out.read_text()
 
 
+def stop_emulator_command(process: subprocess.Popen, timeout: float = 30.0) -> int:
+    """Stop what `start_emulator_command` started as a user does (Ctrl-C), killing it if it does not end within
+    `timeout`; its exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
 def stage_package(package_dir: Path, gcs_endpoint: str, bucket: str) -> str:
     """Build the sdist of `package_dir` with mlsubmit's packaging and stage it to gs://bucket; returns its URI."""
     return stage_packages(package_dir, gcs_endpoint, bucket)[-1]
