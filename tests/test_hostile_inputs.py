@@ -60,6 +60,9 @@ FILES: dict[str, bytes] = {
     "base60.yaml": b"trainingInput:\n  args: [" + b"1:" * 100_000 + b"1]\n",  # YAML 1.1: quadratic to build
     "date.yaml": b"trainingInput:\n  jobDir: 2024-13-45\n",
     "flat.yaml": b"trainingInput:\n  args: [" + b",".join([b"1"] * 780_000) + b"]\n",  # 1.5 MiB, no alias
+    "upper_image.yaml": b"workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n  replicaCount: 1\n"
+                        b"  containerSpec: {imageUri: 'gcr.io/x/Y:1'}\n",
+    "legacy_image.yaml": b"trainingInput:\n  scaleTier: BASIC\n  masterConfig: {imageUri: 'gcr.io/x/y:1 && rm -rf ~'}\n",
     "anchors_ok.yaml": b"workerPoolSpecs:\n- machineSpec: &m {machineType: n1-standard-4}\n  replicaCount: 1\n"
                        b"- machineSpec:\n    <<: *m\n    machineType: n1-standard-8\n  replicaCount: 2\n",
 }
@@ -71,6 +74,8 @@ BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test co
 INT64 = "9223372036854775807"
 LONG = "a" * 100_000
 TIERS = "BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU, BASIC_TPU, CUSTOM"
+IMAGE_REF = "an image reference [HOST[:PORT]/]PATH[:TAG][@DIGEST] (the OCI distribution grammar)"
+IMAGE_FIX = "e.g. us-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG"
 
 CASES = [
     # YAML: encoding, nesting, amplification, size, duplicate keys
@@ -173,6 +178,33 @@ CASES = [
      "file name this system can open; File name too long"),
     ("config -o .", "invalid value for --output: received '.'; expected a file name, not a directory; e.g. -o "
      "job.yaml"),
+    # image references outside the OCI distribution grammar, or over a registry's 255 characters: one check for
+    # every image flag (config, train, package, --dry-run or not) and every image a YAML names
+    ("config --executor-image 'gcr.io/x/y:1;touch /tmp/INJECTED'", "invalid value for --executor-image: received "
+     f"'gcr.io/x/y:1;touch /tmp/INJECTED'; expected {IMAGE_REF}: ';' is not a character of image references; "
+     f"{IMAGE_FIX}"),
+    (["config", "--executor-image", "gcr.io/x/" + "a" * 5000], "invalid value for --executor-image: received "
+     f"'gcr.io/x/{'a' * 51}…' (5,009 characters); expected {IMAGE_REF}: its name is 5,009 characters; registries "
+     f"take at most 255; {IMAGE_FIX}"),
+    ("config --executor-image gcr.io/x/\u00ff:1", "invalid value for --executor-image: received 'gcr.io/x/\u00ff:1'; "
+     f"expected {IMAGE_REF}: image references are ASCII; '\u00ff' is not; {IMAGE_FIX}"),
+    (["config", "--executor-image", "gcr.io/x/y:" + "t" * 129], "invalid value for --executor-image: received "
+     f"'gcr.io/x/y:{'t' * 129}'; expected {IMAGE_REF}: its tag is 129 characters; registries take at most 128; "
+     f"{IMAGE_FIX}"),
+    ("config --config upper_image.yaml", "invalid value for workerPoolSpecs[0].containerSpec.imageUri: received "
+     f"'gcr.io/x/Y:1'; expected {IMAGE_REF}: the repository path must be lowercase; {IMAGE_FIX}"),
+    ("config --config legacy_image.yaml", "invalid value for trainingInput.masterConfig.imageUri: received "
+     f"'gcr.io/x/y:1 && rm -rf ~'; expected {IMAGE_REF}: ' ' is not a character of image references; {IMAGE_FIX}"),
+    ("train --dry-run --project p --region us-central1 --staging-bucket gs://bucket --executor-image 'a b'",
+     f"invalid value for --executor-image: received 'a b'; expected {IMAGE_REF}: ' ' is not a character of image "
+     f"references; {IMAGE_FIX}"),
+    ("package --dry-run --executor-image 'gcr.io/x/y:1;touch /tmp/INJECTED'", "invalid value for --executor-image: "
+     f"received 'gcr.io/x/y:1;touch /tmp/INJECTED'; expected {IMAGE_REF}: ';' is not a character of image "
+     f"references; {IMAGE_FIX}"),
+    ("package --dry-run --api bogus --runtime-version 9.99", "invalid value for --api: received 'bogus'; expected "
+     "vertex or legacy"),
+    ("package --dry-run --runtime-version 9.99", "invalid value for --runtime-version: received '9.99'; Vertex AI "
+     "has no prebuilt TensorFlow 9.99 CPU training image; nearest that Vertex AI still runs: --runtime-version 2.21"),
     # click's usage errors: one line, with a did-you-mean
     ("config --wokers 2", "unknown option --wokers for `mlsubmit config`; did you mean '--workers'?"),
     ("predict m.keras -i x.npz --wieghts equal", "unknown option --wieghts for `mlsubmit predict`; did you mean "

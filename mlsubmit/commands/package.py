@@ -133,12 +133,12 @@ def package_command(
     from mlsubmit.packaging.requirements_txt import split_requirements
 
     wanted = split_requirements(requirements)
+    choice = _image(runtime_version, executor_image, python_version, api)  # refused as `train` refuses it, dry or not
     if dry_run:
         planned = packaging.dry_run(package_path, setup_py=setup_py, stage_to=stage_to, requirements=wanted)
         _warn_secrets(planned.plan.excluded_secrets)
         _render_dry_run(planned, output)
         return
-    choice = _image(runtime_version, executor_image, python_version, api)
     from mlsubmit.cloud.storage import RetryPolicy
 
     retry = RetryPolicy.from_env()

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from mlsubmit.images import reference
 from mlsubmit.jobspec import limits, machines
 from mlsubmit.jobspec.scheduling import Capacity
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
@@ -290,22 +291,23 @@ class JobSpec:
                              hint="drop one of them")
         if self.runtime_version is not None and not _RUNTIME.fullmatch(str(self.runtime_version)):
             raise invalid_value("--runtime-version", self.runtime_version, "MAJOR.MINOR such as '2.11'")
-        if self.executor_image is not None and not str(self.executor_image).strip():
-            raise invalid_value("--executor-image", self.executor_image, "a container image URI")
         if self.executor_image is not None:
+            reference.check(self.executor_image, "--executor-image")
             _check_prebuilt(str(self.executor_image), self.python_version)
         if self.python_version is not None and not _RUNTIME.fullmatch(str(self.python_version)):
             raise invalid_value("--python-version", self.python_version, "MAJOR.MINOR such as '3.7'")
         if self.container_image is not None:
             given = [f"{flag} {value}" for flag, value in (("--runtime-version", self.runtime_version),
                      ("--executor-image", self.executor_image), ("--python-version", self.python_version)) if value]
-            if given or not str(self.container_image).strip():
+            if given:
                 raise UsageError(f"invalid runtime: a custom container ({self.container_image}) fixes the software "
-                                 f"a job runs; received also {', '.join(given) or 'an empty image'}",
+                                 f"a job runs; received also {', '.join(given)}",
                                  hint="drop the runtime version and Python version, or the container image")
+            reference.check(self.container_image, "--container-image")
         for role, image in self.pool_images:
-            if role not in machines.ROLES or not str(image).strip():
+            if role not in machines.ROLES:
                 raise invalid_value("pool image", f"{role}={image}", "a role and a container image URI")
+            reference.check(image, f"the {role} pool's container image")
         for role, disk_type, size in self.boot_disks:
             if role not in machines.ROLES or disk_type not in (None, "pd-ssd", "pd-standard"):
                 raise invalid_value(f"{ROLE_WORDS.get(role, role)} boot disk type", disk_type, "pd-ssd or pd-standard")
