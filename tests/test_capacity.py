@@ -210,6 +210,19 @@ def scarce(cloud):
     cloud.emulator.admin("DELETE", "capacity")
 
 
+@pytest.mark.parametrize("rules, says", [
+    ({"quota": ["mars-1"]}, "Invalid value at 'quota[0]': quota[0]: received 'mars-1'; expected a region of "
+     "mlsubmit's table ("),
+    ({"quota": ["us-central1/NVIDIA_L4"], "stockout": ["us-east4", "us-east4/NVIDIA_TESLA_T5"]},
+     "Invalid value at 'stockout[1]': stockout[1]: received 'us-east4/NVIDIA_TESLA_T5'; expected an accelerator of "
+     "the aiplatform v1 enum (e.g. NVIDIA_L4); did you mean 'NVIDIA_TESLA_T4'?"),
+])
+def test_a_capacity_rule_that_could_never_apply_is_a_400_and_adds_nothing(rules, says, cloud):
+    status, answer = cloud.emulator.raw("POST", "/emulator/v1/capacity", json.dumps(rules).encode())
+    assert status == 400 and answer["error"]["message"].startswith(says), answer
+    assert cloud.emulator.admin("GET", "capacity") == {"quota": [], "stockout": []}  # all or nothing
+
+
 def test_failover_goes_past_a_quota_refusal_and_a_stockout_and_succeeds_in_the_third_region(scarce, task_project):
     cloud = scarce
     args = ("train", "--package-path", task_project, *TINY, *L4_JOB, "--job-name", "failover",

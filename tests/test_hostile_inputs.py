@@ -74,6 +74,8 @@ BIG = 10 * 1024 * 1024  # the issue's 10 MB document, made sparse so the test co
 INT64 = "9223372036854775807"
 LONG = "a" * 100_000
 TIERS = "BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU, BASIC_TPU, CUSTOM"
+REGIONS = ("asia-east1, asia-northeast1, asia-southeast1, europe-west1, europe-west4, us-central1, us-east1, "
+           "us-east4, us-west1, us-west4")
 IMAGE_REF = "an image reference [HOST[:PORT]/]PATH[:TAG][@DIGEST] (the OCI distribution grammar)"
 IMAGE_FIX = "e.g. us-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG"
 
@@ -205,6 +207,16 @@ CASES = [
      "vertex or legacy"),
     ("package --dry-run --runtime-version 9.99", "invalid value for --runtime-version: received '9.99'; Vertex AI "
      "has no prebuilt TensorFlow 9.99 CPU training image; nearest that Vertex AI still runs: --runtime-version 2.21"),
+    # an emulator capacity rule that could never apply (a typo would make a failover test pass without failing over)
+    ("emulator --no-quota mars-1/NVIDIA_TESLA_T4", "invalid value for --no-quota: received 'mars-1/NVIDIA_TESLA_T4'; "
+     f"expected a region of mlsubmit's table ({REGIONS}): mlsubmit sends no job to mars-1, so the rule would never "
+     "apply"),
+    ("emulator --stockout us-centrall1", "invalid value for --stockout: received 'us-centrall1'; expected a region of "
+     f"mlsubmit's table ({REGIONS}): mlsubmit sends no job to us-centrall1, so the rule would never apply; did you "
+     "mean 'us-central1'?"),
+    ("emulator --no-quota europe-west1/NVIDIA_H200_141GB", "invalid value for --no-quota: received "
+     "'europe-west1/NVIDIA_H200_141GB'; NVIDIA_H200_141GB is not offered in europe-west1, so the rule would never "
+     "apply; regions that offer it: us-central1"),
     # click's usage errors: one line, with a did-you-mean
     ("config --wokers 2", "unknown option --wokers for `mlsubmit config`; did you mean '--workers'?"),
     ("predict m.keras -i x.npz --wieghts equal", "unknown option --wieghts for `mlsubmit predict`; did you mean "

@@ -28,14 +28,29 @@ KINDS = ("quota", "stockout")
 
 
 def parse_rule(text: str, field: str) -> tuple[str, str | None]:
-    """'us-east4' -> ('us-east4', None); 'us-east4/NVIDIA_L4' -> ('us-east4', 'NVIDIA_L4'); ValueError otherwise."""
+    """'us-east4' -> ('us-east4', None); 'us-east4/NVIDIA_L4' -> ('us-east4', 'NVIDIA_L4'); ValueError naming `field`
+    for anything else, and for a rule that could never apply: a region outside mlsubmit's table (a typo such as
+    'us-centrall1' would make a failover test pass without failing over) or an accelerator not offered there."""
+    from mlsubmit.errors import did_you_mean, shown
     from mlsubmit.jobspec import machines
 
+    said = f"{field}: received {shown(text)}"
     found = _RULE.fullmatch(str(text).strip())
-    if not found or (found.group("accelerator") and found.group("accelerator") not in machines.ACCELERATORS):
-        raise ValueError(f"{field}: expected REGION or REGION/ACCELERATOR (an accelerator of the aiplatform v1 "
-                         f"enum, e.g. us-east4/NVIDIA_H200_141GB); received {str(text)[:80]!r}")
-    return found.group("region"), found.group("accelerator")
+    if not found:
+        raise ValueError(f"{said}; expected REGION or REGION/ACCELERATOR, e.g. us-east4/NVIDIA_H200_141GB")
+    region, accelerator = found.group("region"), found.group("accelerator")
+    if region not in machines.REGIONS:
+        guess = did_you_mean(region, machines.REGIONS)
+        raise ValueError(f"{said}; expected a region of mlsubmit's table ({', '.join(machines.REGIONS)}): mlsubmit "
+                         f"sends no job to {region}, so the rule would never apply" + (f"; {guess}" if guess else ""))
+    if accelerator is not None and accelerator not in machines.ACCELERATORS:
+        guess = did_you_mean(accelerator, machines.ACCELERATORS)
+        raise ValueError(f"{said}; expected an accelerator of the aiplatform v1 enum (e.g. NVIDIA_L4)"
+                         + (f"; {guess}" if guess else ""))
+    if accelerator is not None and region not in machines.ACCELERATORS[accelerator].regions:
+        raise ValueError(f"{said}; {accelerator} is not offered in {region}, so the rule would never apply; "
+                         f"regions that offer it: {', '.join(machines.ACCELERATORS[accelerator].regions)}")
+    return region, accelerator
 
 
 def pools_of(body: dict[str, Any]) -> list[str | None]:
@@ -76,10 +91,12 @@ class Capacity:
             texts = request.get(kind) or []
             if not isinstance(texts, list) or len(texts) > 100:
                 raise field_error(kind, "expected a list of at most 100 REGION[/ACCELERATOR] strings")
-            try:
-                parsed[kind] = [parse_rule(text, kind) for text in texts]
-            except ValueError as err:
-                raise field_error(kind, str(err)) from None
+            parsed[kind] = []
+            for index, text in enumerate(texts):
+                try:
+                    parsed[kind].append(parse_rule(text, f"{kind}[{index}]"))
+                except ValueError as err:
+                    raise field_error(f"{kind}[{index}]", str(err)) from None
         with self.changed:
             for kind, rules in parsed.items():
                 self._rules[kind] += rules
