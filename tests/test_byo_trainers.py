@@ -258,7 +258,7 @@ def test_a_module_that_is_not_in_the_package_is_refused_before_anything_is_sent(
     assert len(cloud.objects()) == 1 and cloud.vertex_jobs() == []
 
 
-def test_extra_packages_are_staged_beside_the_package_and_listed_after_it(cloud, tmp_path):
+def test_extra_packages_are_staged_beside_the_package_and_listed_before_it(cloud, tmp_path):
     wheel_like = tmp_path / "helpers-1.0.tar.gz"
     wheel_like.write_bytes(b"not inspected by a dry run")
     done = cloud.run("train", "--dry-run", "--package-path", str(package_dir("not_named_trainer")), "--module-name",
@@ -267,8 +267,9 @@ def test_extra_packages_are_staged_beside_the_package_and_listed_after_it(cloud,
     assert done.code == 0, done.stderr
     body = json.loads(done.stdout[done.stdout.index("{"):done.stdout.index("\npackage ")])
     uris = carried.program(body["jobSpec"]["workerPoolSpecs"][0])["packageUris"]
-    assert uris[0].endswith("/linear_model-2.0.0.tar.gz") and uris[2] == f"gs://{cloud.bucket}/deps/dep-2.0.whl"
-    assert uris[1].startswith(f"gs://{cloud.bucket}/packages/") and uris[1].endswith("/helpers-1.0.tar.gz")
+    # installed in this order: the trainer may require what they bring
+    assert uris[2].endswith("/linear_model-2.0.0.tar.gz") and uris[1] == f"gs://{cloud.bucket}/deps/dep-2.0.whl"
+    assert uris[0].startswith(f"gs://{cloud.bucket}/packages/") and uris[0].endswith("/helpers-1.0.tar.gz")
     assert cloud.objects() == []  # a dry run sends nothing
 
 

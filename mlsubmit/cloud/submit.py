@@ -110,7 +110,9 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     # Legacy AI Platform: a jobDir (passed as --job-dir) only when the user gave one, as gcloud did.
     job_dir = spec.job_dir or (f"{staging}/jobs/{job_name}" if api != "legacy" else None)
     extra_uris = tuple(packaging.extra_uri(extra, staging) for extra in extras)
-    uris = (*((runtime.uri,) if runtime else ()), planned.uri, *extra_uris, *spec.package_uris)
+    # the job's other packages before the trainer's: a container command installs them in this order, and a
+    # trainer that requires one of them (not on the package index) installs only after it
+    uris = (*((runtime.uri,) if runtime else ()), *extra_uris, planned.uri, *spec.package_uris)
     spec = spec.replace(job_name=job_name, job_dir=job_dir, package_uris=tuple(dict.fromkeys(uris)))
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
@@ -146,7 +148,10 @@ def stage(submission: Submission, *, check: bool = True, retry: Any = None, show
         from mlsubmit.images.check import check_plan
         from mlsubmit.packaging.runtime_dist import DISTRIBUTION
 
-        check_plan(submission.spec, submission.package, say=say, api=submission.api, staged=(DISTRIBUTION,))
+        from mlsubmit.packaging.extras import staged_names
+
+        check_plan(submission.spec, submission.package, say=say, api=submission.api,
+                   staged=(DISTRIBUTION, *staged_names(submission.extras)))
     checked()
     if submission.runtime is not None:
         runtime = _stage_one(submission, submission.runtime, check=False, retry=retry, show_progress=show_progress,

@@ -17,7 +17,7 @@ EXTRA_PACKAGES = Annotated[List[str], typer.Option(
     "--extra-packages", "--packages", "--python-package-uris", metavar="PATH,…", show_default=False,
     rich_help_panel=_PANEL,
     help="Other packages of the job: archives (.tar.gz, .whl), package directories (built) or gs:// URIs; staged "
-         "beside the trainer's package, listed in packageUris after it, installed before it.")]
+         "beside the trainer's package, listed in packageUris before it, installed before it.")]
 
 PACKAGE_OPTIONS: dict[str, tuple[Any, Any]] = {"requirements": (REQUIREMENTS, []),
                                                "extra_packages": (EXTRA_PACKAGES, [])}

@@ -1,7 +1,9 @@
 """Run accepted jobs for real: QUEUED → PREPARING → RUNNING → SUCCEEDED / FAILED / CANCELLED.
 
 - A queue and at most `max_running` jobs preparing or running at once; the rest wait in order.
-- PREPARING fetches the package URIs from Cloud Storage and installs them into an isolated venv (`prepare`).
+- PREPARING fetches the package URIs from Cloud Storage and installs them into an isolated venv (`prepare`) — but
+  for a package run on a public image as a custom container, whose replicas run the container command as sent,
+  which installs them (`container_run`).
 - RUNNING starts one process per replica with `mlsubmit.local.runner.Runner` — the runner of `mlsubmit train
   --local` — each with the environment its service sets (`mlsubmit.local.local_job.plan`: TF_CONFIG naming the chief
   `master` for legacy AI Platform and `chief` for Vertex AI, CLUSTER_SPEC, AIP_* directories, CLOUD_ML_JOB_ID)
@@ -223,9 +225,13 @@ class Executor:
             packages = prepare.fetch(plan, work / "packages")
             if run.cancelled.is_set():
                 return self._interrupted(name, run)
-            from mlsubmit.emulator.image_prepare import image_python, without_backend_requirements
-            packages = without_backend_requirements(packages, say)
-            python = image_python(plan.spec, packages, say, api=plan.api) or prepare.venv_python(packages, say)
+            from mlsubmit.emulator.image_prepare import container_stand_in, image_python, without_backend_requirements
+            container = container_stand_in(plan, packages, work, say)  # its replicas run their command as sent
+            if container is not None:
+                python = container.image_python
+            else:
+                packages = without_backend_requirements(packages, say)
+                python = image_python(plan.spec, packages, say, api=plan.api) or prepare.venv_python(packages, say)
         except prepare.PrepareError as err:
             if run.cancelled.is_set():  # its install was stopped because the job was cancelled
                 return self._interrupted(name, run)
@@ -235,7 +241,7 @@ class Executor:
         timer, attempt = None, 0
         try:
             while True:
-                runner = runner_for(job, plan, python, work, self._base_env(job),
+                runner = runner_for(job, plan, python, work, self._base_env(job), container=container,
                                     on_line=lambda task, text: self.store.append_log(job, task, text),
                                     on_started=lambda pids: self.store.update(
                                         name, processes=[reaper.record(task, pid) for task, pid in pids.items()]),

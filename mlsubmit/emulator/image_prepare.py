@@ -5,7 +5,8 @@ errors (an environment that cannot be built: the job fails with pip's cause) int
 (use `prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown image, a job
 whose KERAS_BACKEND is not tensorflow (an image environment carries the image's TensorFlow only; jax or torch from
 the registry would be GBs: mlsubmit's own environment holds them, as for `train --local --backends`), or with
-MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs.
+MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs. A package run on a public image as a custom container is not
+installed here: its replicas run the container command they were sent (`container_stand_in`, emulator.container_run).
 """
 
 from __future__ import annotations
@@ -63,3 +64,31 @@ def without_backend_requirements(packages: list[Path], say) -> list[Path]:
             here = f"mlsubmit's environment, which lacks {backend} ({BACKENDS[backend].install})"
         say(f"Not installing {path.name} (the backend's packages for the cloud image): the job runs on {here}.")
     return kept
+
+
+def container_stand_in(plan, packages: list[Path], work: Path, say):
+    """For a job whose every replica runs a containerSpec command on an image mlsubmit knows: the image's
+    environment standing in for the image, and the packages where the command reads them (emulator.container_run);
+    None when the packages are to be installed here instead (image environments off, a non-TensorFlow Keras backend,
+    an image the table does not know, a pool without a command). Raises PrepareError."""
+    from mlsubmit.emulator.container_run import Container, mount
+    from mlsubmit.images import envs as image_env
+
+    if not plan.carried or not all(replica.command for replica in plan.replicas) or not image_env.enabled():
+        return None
+    backend = plan.spec.env_dict.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow":
+        say(f"KERAS_BACKEND={backend}: the job runs in mlsubmit's own environment (an image's environment carries "
+            "its TensorFlow only); its packages are installed by the emulator, not by its container command")
+        return None
+    try:
+        image = image_env.runnable_image(plan.spec, say, api=plan.api)
+        if image is None:
+            return None
+        python, _ = image_env.image_python(image, say)
+        folder = mount(plan.package_uris, packages, work / "gcs")
+    except (MlsubmitError, ValueError) as err:
+        raise PrepareError(f"The job's image could not be prepared: {getattr(err, 'message', err)}") from None
+    say(f"Each replica runs the container command as sent, on image {image_env.versions_line(image, python)} "
+        f"(a fresh environment per replica; /gcs/ is the emulated Cloud Storage, mounted at {folder}/)")
+    return Container(image, python, folder)

@@ -54,9 +54,11 @@ class JobRunner:
 def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict[str, str], *,
                on_line: Callable[[str, str], None],
                on_started: Callable[[dict[str, int]], None] = lambda pids: None,
-               say: Callable[[str], None] = lambda text: None) -> JobRunner:
+               say: Callable[[str], None] = lambda text: None, container: Any = None) -> JobRunner:
     """A JobRunner for every replica of `plan`, run by `python` (the job's venv), each in its own empty working
-    directory `work/replicas/<name>` (what one writes by a relative path never meets another's)."""
+    directory `work/replicas/<name>` (what one writes by a relative path never meets another's). With a `container`
+    (emulator.container_run.Container), each replica runs its containerSpec command as sent instead, in a fresh
+    environment of its own on the image's."""
     from mlsubmit.local import local_job
     from mlsubmit.local.runner import Replica, Runner
     from mlsubmit.local.workdir import replica_dir
@@ -83,8 +85,11 @@ def runner_for(job: Job, plan: JobPlan, python: Path, work: Path, base_env: dict
         own = replica_dir(work / "replicas", planned.name)  # its own empty disk, as on Vertex AI
         temp = work / "tmp" / planned.name  # its temporary files, removed with `work` whatever ends the job
         temp.mkdir(parents=True, exist_ok=True)
-        replicas.append(Replica(planned.name, planned.role, (str(python), "-m", ours.module, *ours.args),
-                                {**env, "PWD": str(own.path), "TMPDIR": str(temp)}, str(own.path)))
+        env = {**env, "PWD": str(own.path), "TMPDIR": str(temp)}
+        argv: tuple[str, ...] = (str(python), "-m", ours.module, *ours.args)
+        if container is not None:
+            argv, env = container.argv(ours.command), container.environment(work / "containers" / planned.name, env)
+        replicas.append(Replica(planned.name, planned.role, argv, env, str(own.path)))
         tasks[planned.name] = ours.task
     runner = Runner(replicas, sink=lambda line: None,
                     on_line=lambda name, text: on_line(tasks[name], text))

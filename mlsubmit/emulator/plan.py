@@ -39,6 +39,7 @@ class Replica:
     module: str
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()  # set by the job body (Vertex pythonPackageSpec.env)
+    command: tuple[str, ...] = ()  # a containerSpec's command + args, as sent (run by emulator.container_run)
 
 
 @dataclass(frozen=True)
@@ -113,9 +114,11 @@ def vertex_plan(body: dict[str, Any], project: str, location: str, job_id: str) 
             continue
         package = pool["pythonPackageSpec"]
         env = tuple((str(e.get("name", "")), str(e.get("value", ""))) for e in package.get("env") or ())
+        container = sent[index].get("containerSpec") or {}
+        command = tuple(str(part) for part in (*(container.get("command") or ()), *(container.get("args") or ())))
         for replica in range(int(pool.get("replicaCount") or 1)):
             replicas.append(Replica(role, replica, f"workerpool{index}-{replica}", package["pythonModule"],
-                                    tuple(package.get("args") or ()), env))
+                                    tuple(package.get("args") or ()), env, command))
     uris = tuple(dict.fromkeys(uri for pool in pools if pool for uri in pool["pythonPackageSpec"]["packageUris"]))
     base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
     return JobPlan("vertex", job_id, project, spec, tuple(replicas), uris, base, carried=container, tpu=tpu)

@@ -96,6 +96,14 @@ def _new_venv(base: Path, path: Path, below: list[str], tensorflow) -> tuple[Pat
     return python, site
 
 
+def layered_venv(image: Image, image_python: Path, path: Path) -> Path:
+    """The python of a new venv at `path` with nothing of its own that sees the image environment of `image_python`
+    (its pip too): what `python -m pip install` does there stays in it, as in a container started from the image."""
+    base, _ = envs.interpreter(image)
+    site = envs.site_packages(image_python)
+    return _new_venv(base, path, [site], image_tensorflow(Path(site)))[0]
+
+
 def see(site: Path, below: list[str]) -> None:
     """Make the venv of `site` see the site directories `below`, in that order, after its own."""
     (site / _BRIDGE).write_text("".join(f"import site; site.addsitedir({path!r})\n" for path in below))

@@ -91,6 +91,7 @@ def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module:
     """
     from mlsubmit.images import envs
     from mlsubmit.images.check import check, describe
+    from mlsubmit.packaging.extras import staged_names
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.packaging.runtime_dist import DISTRIBUTION, build_runtime, needs_runtime
     from mlsubmit.packaging.sdist import plan_sdist, write_sdist
@@ -105,7 +106,7 @@ def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module:
         before = [build_runtime(dist).path] if needs_runtime(plan) else []
         before += [extra.path for extra in extras if extra.path is not None]
         checked = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, image,
-                        staged=(DISTRIBUTION,))
+                        staged=(DISTRIBUTION, *staged_names(extras)))
         for warning in checked.warnings:
             say(f"warning: {warning}")
         say(describe(checked, image))

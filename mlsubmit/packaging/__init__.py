@@ -7,7 +7,7 @@ The API `mlsubmit package`, `mlsubmit train` and the local runner share:
 only); google-cloud-storage is loaded when something is staged to gs://.
 """
 
-from mlsubmit.packaging.extras import ExtraPackage, resolve_extras
+from mlsubmit.packaging.extras import ExtraPackage, resolve_extras, staged_names
 from mlsubmit.packaging.pipeline import DryRun, PackageResult, dry_run, package, package_plan, planned_module
 from mlsubmit.packaging.preflight import (PreflightResult, check_module, default_module, install_into_venv,
                                           preflight)
@@ -15,7 +15,7 @@ from mlsubmit.packaging.sdist import (ExcludedFile, PackageFile, Sdist, SdistPla
                                       plan_sdist, write_sdist)
 from mlsubmit.packaging.stage import StagedPackage, check_destination, extra_uri, package_uri, stage, stage_extra
 
-__all__ = ["DryRun", "ExcludedFile", "ExtraPackage", "extra_uri", "planned_module", "resolve_extras", "stage_extra", "PackageFile", "PackageResult", "PreflightResult", "Sdist", "SdistPlan",
+__all__ = ["DryRun", "ExcludedFile", "ExtraPackage", "extra_uri", "planned_module", "resolve_extras", "stage_extra", "staged_names", "PackageFile", "PackageResult", "PreflightResult", "Sdist", "SdistPlan",
            "StagedPackage", "archive_digest", "build_sdist", "check_destination", "check_module",
            "default_module", "dry_run", "install_into_venv", "package", "package_plan", "package_uri",
            "plan_sdist", "preflight", "stage", "write_sdist"]

@@ -2,8 +2,9 @@
 
 Each one is a built archive (`.tar.gz`, `.whl`, `.zip`), a package directory (built here like the trainer, with
 `build_sdist`), or a `gs://` URI that is already staged. Local ones are staged content-addressed beside the
-trainer's package and listed in `packageUris` after it; all of them are installed, before the trainer's package,
-in the venvs of `train --local`, the emulator and the pre-flight.
+trainer's package and listed in `packageUris` before it (after mlsubmit-runtime's), so they are installed before
+the trainer's package everywhere: by the container command a request carries, in the venvs of `train --local`, the
+emulator and the pre-flight. A trainer may require one of them that no package index has.
 """
 
 from __future__ import annotations
@@ -60,3 +61,22 @@ def resolve_extras(values: list[str] | tuple[str, ...] | None, *, flag: str = "-
         path = path.resolve()
         found.append(ExtraPackage(given, path, hashlib.sha256(path.read_bytes()).hexdigest()))
     return tuple(found)
+
+
+def staged_names(extras: tuple[ExtraPackage, ...] | list[ExtraPackage]) -> tuple[str, ...]:
+    """The distribution names the job's other packages install (from a local archive's metadata, or a staged URI's
+    file name: `helperpkg-0.3.tar.gz`, `dep-2.0-py3-none-any.whl`): a requirement of the trainer's that one of them
+    satisfies is never looked up on a package index (it may be on none)."""
+    from mlsubmit.images.sdists import distribution_name
+
+    names = []
+    for extra in extras:
+        if extra.path is not None:
+            names.append(distribution_name(extra.path))
+            continue
+        filename = str(extra.uri).rsplit("/", 1)[-1]
+        if filename.endswith(".whl"):
+            names.append(filename.split("-", 1)[0])
+        elif filename.endswith(ARCHIVES) and "-" in filename:
+            names.append(filename.rsplit("-", 1)[0])
+    return tuple(names)
