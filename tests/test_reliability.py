@@ -231,7 +231,8 @@ def test_the_emulator_stops_at_once_while_a_job_prepares_and_the_job_says_why(tm
 
 def test_a_full_disk_anywhere_is_one_line(tmp_path):
     """Outside environment builds too (here the sdist `mlsubmit package` writes): a real full tmpfs in a private
-    mount namespace, one line, exit 1."""
+    mount namespace, one line naming the folder that is full (not MLSUBMIT_HOME), exit 1, and the folders made for
+    the sdist removed again."""
     from test_cache import _private_mount_prefix
 
     prefix = _private_mount_prefix()
@@ -245,12 +246,16 @@ def test_a_full_disk_anywhere_is_one_line(tmp_path):
     script = f"""
 mount -t tmpfs -o size=64k tmpfs {disk} || exit 9
 dd if=/dev/zero of={disk}/filler bs=4k count=100 2>/dev/null
-{sys.executable} -m mlsubmit package --package-path {package} --skip-preflight --dist-dir {disk}/dist \
+{sys.executable} -m mlsubmit package --package-path {package} --skip-preflight --dist-dir {disk}/new/dist \
     > {tmp_path}/out 2> {tmp_path}/err
 echo $? > {tmp_path}/rc
+ls -A {disk} > {tmp_path}/left
 """
     subprocess.run([*prefix, "sh", "-c", script], check=True, timeout=120, cwd=tmp_path,
                    env={**os.environ, "NO_COLOR": "1"})
     err = (tmp_path / "err").read_text().strip().splitlines()
     assert (tmp_path / "rc").read_text().strip() == "1", err
-    assert len(err) == 1 and err[0].startswith("error: out of disk space") and "mlsubmit cache prune" in err[0], err
+    assert err == [f"error: out of disk space writing tinypkg-1.2.0.tar.gz into {disk}/new/dist (No space left on "
+                   f"device); free space on the disk that holds {disk}/new/dist, or pass --dist-dir DIR on another "
+                   "disk"], err
+    assert (tmp_path / "left").read_text().split() == ["filler"]  # no empty dist dir (nor its parent) left behind

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from mlsubmit.errors import UsageError, invalid_value
+from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 from mlsubmit.packaging import generated
 from mlsubmit.packaging.credentials import CHUNK, ContentScan
 from mlsubmit.packaging.ignore import Skipped
@@ -278,21 +278,44 @@ def archive_digest(plan: SdistPlan) -> tuple[str, int]:
 
 @contextmanager
 def _atomic_file(dist_dir: Path, filename: str) -> Iterator[BinaryIO]:
-    """Write `dist_dir/filename` through a hidden partial file that replaces it only when complete."""
-    try:
-        dist_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise invalid_value("--dist-dir", str(dist_dir), "a directory mlsubmit can create and write",
-                            hint=str(err)) from None
+    """Write `dist_dir/filename` through a hidden partial file that replaces it only when complete. When it is not
+    written, the folders made for it are removed again (if still empty); a full disk is one line naming the folder."""
+    made = _missing_folders(dist_dir)
     partial = dist_dir / f".{filename}.{os.getpid()}.partial"
     try:
+        try:
+            dist_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise invalid_value("--dist-dir", str(dist_dir), "a directory mlsubmit can create and write",
+                                hint=str(err)) from None
         with open(partial, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, dist_dir / filename)
-    finally:
+    except BaseException as err:
         partial.unlink(missing_ok=True)
+        for folder in made:  # deepest first; one that holds anything now is kept, and so are those above it
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OperationFailed(f"out of disk space writing {filename} into {dist_dir} ({err.strerror})",
+                                  hint=f"free space on the disk that holds {dist_dir}, or pass --dist-dir DIR on "
+                                       "another disk") from None
+        raise
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first (what a mkdir -p would make)."""
+    missing = []
+    while not folder.exists() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
 
 
 def write_sdist(plan: SdistPlan, dist_dir: str | os.PathLike | None = None) -> Sdist:
