@@ -75,8 +75,9 @@ def test_skus_become_prices_of_what_the_machine_table_knows(tmp_path):
     assert table[("compute", "accelerator", "NVIDIA_TESLA_T4", "us-central1", True)] == 0.175
     assert table[("compute", "accelerator", "NVIDIA_A100_80GB", "us-central1", False)] == 3.925  # not TESLA_A100
     assert ("compute", "accelerator", "NVIDIA_TESLA_A100", "us-central1", False) not in table
-    assert set(skipped) == {"Commitment v1: Cpu in Americas for 1 Year",
-                            "Network Internet Egress from Americas to Americas"}
+    assert skipped == [  # every SKU skipped, and why
+        "Commitment v1: Cpu in Americas for 1 Year: usage type Commit1Yr (only on-demand and spot prices are kept)",
+        "Network Internet Egress from Americas to Americas: not an n1 core, n1 RAM or GPU SKU (what mlsubmit prices)"]
 
 
 def test_the_written_module_is_what_the_price_table_reads(tmp_path):
@@ -92,8 +93,40 @@ def test_two_skus_that_disagree_give_no_price():
     tool = _tool()
     skus = [_sku("Nvidia Tesla T4 GPU running in Americas", "OnDemand", ["us-central1"], 350000000, group="GPU"),
             _sku("Nvidia Tesla T4 GPU running in Iowa", "OnDemand", ["us-central1"], 360000000, group="GPU")]
-    table, _ = tool.parse(skus, "vertex", ["us-central1"], {})
+    table, skipped = tool.parse(skus, "vertex", ["us-central1"], {})
     assert table == {}
+    assert skipped == ["CONFLICT Nvidia Tesla T4 GPU running in Iowa: $0.36/h for NVIDIA_TESLA_T4 accelerator in "
+                       "us-central1, but Nvidia Tesla T4 GPU running in Americas says $0.35/h; neither is kept"]
+
+
+def test_a_region_given_as_a_string_is_that_region_and_every_skipped_sku_is_listed_with_why(tmp_path, capsys):
+    tool = _tool()
+    skus = [_sku("Nvidia Tesla T4 GPU running in Iowa", "OnDemand", "us-central1", 350000000, group="GPU"),
+            _sku("Nvidia Tesla T4 GPU running in Sydney", "OnDemand", ["australia-southeast1"], 410000000, group="GPU"),
+            _sku("Nvidia L4 GPU running in Iowa", "OnDemand", ["us-central1"], 560000000, group="GPU"),
+            _sku("Nvidia L4 GPU running in Americas", "OnDemand", ["us-central1"], 600000000, group="GPU"),
+            _sku("Commitment v1: Nvidia L4 GPU in Americas for 1 Year", "OnDemand", ["us-central1"], 1, group="GPU"),
+            _sku("Nvidia Tesla T4 GPU per month", "OnDemand", ["us-central1"], 1, unit="mo", group="GPU")]
+    table, _ = tool.parse(skus, "compute", ["us-central1"], {})
+    assert table == {("compute", "accelerator", "NVIDIA_TESLA_T4", "us-central1", False): 0.35}  # not "u", "s", …
+    pages = [({"status": "200"}, json.dumps({"skus": skus}))] * 2  # one page each: Vertex AI, Compute Engine
+    code, err, _ = _run(tool, tmp_path, capsys, *pages, args=("--explain",))
+    assert code == 0, err
+    assert err.splitlines()[:6] == [
+        "vertex: 1 prices, 4 SKUs skipped (0 malformed, 1 conflicting)",
+        "  skipped: Nvidia Tesla T4 GPU running in Sydney: in no region mlsubmit prices (serviceRegions: "
+        "australia-southeast1)",
+        "  skipped: CONFLICT Nvidia L4 GPU running in Americas: $0.6/h for NVIDIA_L4 accelerator in us-central1, but "
+        "Nvidia L4 GPU running in Iowa says $0.56/h; neither is kept",
+        "  skipped: Commitment v1: Nvidia L4 GPU in Americas for 1 Year: a commitment SKU (commitments, reservations, "
+        "DWS, TPUs and prediction are not priced)",
+        "  skipped: Nvidia Tesla T4 GPU per month: no hourly USD price",
+        "compute: 1 prices, 4 SKUs skipped (0 malformed, 1 conflicting)"]
+    code, err, _ = _run(tool, tmp_path, capsys, *pages)  # without --explain: the conflict still, and how to see all
+    assert err.splitlines()[:2] == [
+        "vertex: 1 prices, 4 SKUs skipped (0 malformed, 1 conflicting); --explain lists every one and why",
+        "  skipped: CONFLICT Nvidia L4 GPU running in Americas: $0.6/h for NVIDIA_L4 accelerator in us-central1, but "
+        "Nvidia L4 GPU running in Iowa says $0.56/h; neither is kept"]
 
 
 def _client(*answers):
@@ -131,7 +164,7 @@ def test_a_refused_key_malformed_answers_and_a_folder_as_output_are_one_line_and
     pages = [({"status": "200"}, json.dumps({"skus": junk})), ({"status": "200"}, json.dumps({"skus": []}))]
     code, err, written = _run(tool, tmp_path, capsys, *pages)
     assert code == 0 and "NVIDIA_TESLA_T4" in written, err
-    assert "vertex: 1 prices, 2 SKUs skipped (2 malformed)" in err
+    assert "vertex: 1 prices, 2 SKUs skipped (2 malformed, 0 conflicting)" in err
     assert "  skipped: MALFORMED 'a string' (TypeError: a str, not an object)" in err  # listed, never dropped silently
     assert "  skipped: MALFORMED Nvidia Tesla T4 GPU in Iowa (KeyError: 'unitPrice')" in err
     nothing = [({"status": "200"}, json.dumps({"skus": [junk[1]]})), ({"status": "200"}, json.dumps({"skus": []}))]

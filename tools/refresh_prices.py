@@ -9,7 +9,8 @@ of what mlsubmit's machine table knows (n1 cores and memory, the GPUs) in its re
 mlsubmit/jobspec/prices_billing.py, which mlsubmit.jobspec.prices reads beside its own table (offline: the file is
 shipped, the API is never called by mlsubmit). An n1 machine's price is built the way Google bills it: vCPUs x the
 core SKU + GiB x the RAM SKU (n1-standard: 3.75 GiB per vCPU, n1-highmem: 6.5, n1-highcpu: 0.9). A SKU that is
-not understood is skipped, never guessed at; `--explain` lists what was skipped.
+not understood is skipped, never guessed at; `--explain` lists every SKU skipped and why (malformed ones, and two
+SKUs that price the same thing differently, are listed always).
 """
 
 from __future__ import annotations
@@ -76,12 +77,37 @@ def classify(sku: dict[str, Any]) -> tuple[str, str, bool] | None:
     return None
 
 
+def why_not(sku: dict[str, Any]) -> str:
+    """Why `classify` gives None for this SKU, in words."""
+    usage = (sku.get("category") or {}).get("usageType", "")
+    if usage not in ("OnDemand", "Preemptible"):
+        return f"usage type {usage or 'missing'} (only on-demand and spot prices are kept)"
+    found = _SKIPPED.search(sku.get("description") or "")
+    if found:
+        return f"a {found.group(0).lower()} SKU (commitments, reservations, DWS, TPUs and prediction are not priced)"
+    return "not an n1 core, n1 RAM or GPU SKU (what mlsubmit prices)"
+
+
+def _regions(value: Any) -> list[str]:
+    """serviceRegions as a list: the API gives a list; a single region given as a string is that region (never its
+    letters)."""
+    if isinstance(value, str):
+        return [value]
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(region, str) for region in value):
+        raise TypeError(f"serviceRegions is {str(value)[:60]!r}, not a list of regions")
+    return list(value)
+
+
 def parse(skus: Iterable[dict[str, Any]], catalog: str, regions: Iterable[str],
           n1_machines: dict[str, int]) -> tuple[dict[tuple, float], list[str]]:
     """{(catalog, kind, name, region, spot): USD per hour} for machines (n1, from core + RAM) and accelerators, and
-    the descriptions of the SKUs that were skipped."""
+    one line per SKU that was skipped, `DESCRIPTION: why` (MALFORMED … for one not of the API's shape, CONFLICT …
+    for two that price the same thing differently: neither is kept)."""
     wanted = set(regions)
-    parts: dict[tuple, float] = {}
+    parts: dict[tuple, tuple[float, str]] = {}  # (kind, name, region, spot) -> (USD, the SKU that gave it)
+    conflicting: set[tuple] = set()
     skipped: list[str] = []
     for sku in skus:
         try:
@@ -89,32 +115,40 @@ def parse(skus: Iterable[dict[str, Any]], catalog: str, regions: Iterable[str],
                 raise TypeError(f"a {type(sku).__name__}, not an object")
             kind = classify(sku)
             usd = usd_per_hour(sku)
-            regions_of = set(sku.get("serviceRegions") or ())
+            regions_of = _regions(sku.get("serviceRegions"))
         except (KeyError, TypeError, ValueError, AttributeError) as err:  # not the API's shape: named, never guessed
             what = sku.get("description") or sku.get("name") if isinstance(sku, dict) else None
             skipped.append(f"MALFORMED {str(what or repr(sku))[:80]} ({type(err).__name__}: {err})")
             continue
+        description = str(sku.get("description", "?"))
         if kind is None or usd is None:
-            skipped.append(str(sku.get("description", "?")))
+            skipped.append(f"{description}: {why_not(sku) if kind is None else 'no hourly USD price'}")
             continue
-        for region in regions_of & wanted:
+        if not set(regions_of) & wanted:
+            skipped.append(f"{description}: in no region mlsubmit prices (serviceRegions: "
+                           f"{', '.join(regions_of) or 'none'})")
+            continue
+        for region in sorted(set(regions_of) & wanted):
             key = (kind[0], kind[1], region, kind[2])
-            if key in parts and parts[key] != usd:  # two SKUs disagree: keep neither, never pick one
-                parts[key] = float("nan")
+            if key in parts and parts[key][0] != usd:  # two SKUs disagree: keep neither, never pick one
+                other, first = parts[key]
+                what = f"{kind[1]} {kind[0]}{' spot' if kind[2] else ''} in {region}"
+                skipped.append(f"CONFLICT {description}: ${usd:g}/h for {what}, but {first} says ${other:g}/h; "
+                               "neither is kept")
+                conflicting.add(key)
             else:
-                parts.setdefault(key, usd)
+                parts.setdefault(key, (usd, description))
+    usable = {key: usd for key, (usd, _) in parts.items() if key not in conflicting}
     table: dict[tuple, float] = {}
-    for (kind, name, region, spot), usd in parts.items():
-        if usd != usd:  # nan: conflicting SKUs
-            continue
+    for (kind, name, region, spot), usd in usable.items():
         if kind == "accelerator":
             table[(catalog, "accelerator", name, region, spot)] = round(usd, 9)
     for machine, vcpus in n1_machines.items():
         size = machine.split("-")[1]
         for region in wanted:
             for spot in (False, True):
-                core, ram = parts.get(("core", "n1", region, spot)), parts.get(("ram", "n1", region, spot))
-                if core is None or ram is None or core != core or ram != ram:
+                core, ram = usable.get(("core", "n1", region, spot)), usable.get(("ram", "n1", region, spot))
+                if core is None or ram is None:
                     continue
                 table[(catalog, "machine", machine, region, spot)] = round(
                     vcpus * core + vcpus * N1_GIB_PER_VCPU[size] * ram, 9)
@@ -185,7 +219,7 @@ def _main(argv: list[str] | None, client: Any) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--key", help="an API key (else Application Default Credentials)")
     parser.add_argument("--output", default=str(ROOT / "mlsubmit" / "jobspec" / "prices_billing.py"))
-    parser.add_argument("--explain", action="store_true", help="list the SKUs that were skipped")
+    parser.add_argument("--explain", action="store_true", help="list every SKU that was skipped, and why")
     args = parser.parse_args(argv)
     output = Path(args.output)
     if output.is_dir() or not output.parent.is_dir():
@@ -201,11 +235,13 @@ def _main(argv: list[str] | None, client: Any) -> int:
         for catalog, service in SERVICES.items():
             found, skipped = parse(list_skus(client, service), catalog, machines.REGIONS, n1)
             table.update(found)
-            malformed = [s for s in skipped if s.startswith("MALFORMED ")]
-            print(f"{catalog}: {len(found)} prices, {len(skipped)} SKUs skipped ({len(malformed)} malformed)",
+            odd = [s for s in skipped if s.startswith(("MALFORMED ", "CONFLICT "))]  # always listed: data to look at
+            conflicts = sum(s.startswith("CONFLICT ") for s in skipped)
+            print(f"{catalog}: {len(found)} prices, {len(skipped)} SKUs skipped ({len(odd) - conflicts} malformed, "
+                  f"{conflicts} conflicting){'' if args.explain else '; --explain lists every one and why'}",
                   file=sys.stderr)
-            for description in sorted(set(skipped if args.explain else malformed)):
-                print(f"  skipped: {description}", file=sys.stderr)
+            for line in (skipped if args.explain else odd):
+                print(f"  skipped: {line}", file=sys.stderr)
     except Refused:
         raise
     except Exception as err:  # noqa: BLE001 - whatever the client or the transport raised: one line, named
