@@ -98,8 +98,9 @@ def test_the_config_mlsubmit_writes_runs_in_the_emulator_through_gcloud_on_the_s
         lines = [e["textPayload"] for e in emulator.log_lines(name.rsplit("/", 1)[-1], "p")]
     assert job["state"] == "JOB_STATE_SUCCEEDED", "\n".join(lines[-30:])
     assert any("tensorflow/tensorflow:2.21.0 + tensorboard~=2.21.0" in line for line in lines), lines
-    assert any(re.match(r"Packages (already )?installed on image tensorflow/tensorflow:2\.21\.0: Python 3\.11\.\d+, "
-                        r"tensorflow 2\.21\.0, .*tensorboard 2\.21", line) for line in lines), lines
+    # the container command ran as sent (it installs TensorBoard and the package), on the image's environment
+    assert any(re.match(r"Each replica runs the container command as sent, on image tensorflow/tensorflow:2\.21\.0: "
+                        r"Python 3\.11\.\d+, tensorflow 2\.21\.0, .*tensorboard 2\.21", line) for line in lines), lines
     assert any(re.search(r"keras3_tensorboard: tensorflow 2\.21\.0, .*tensorboard 2\.21", line) for line in lines)
 
 
@@ -134,8 +135,9 @@ def test_package_checks_a_pytorch_trainer_on_the_pytorch_image_it_names(tmp_path
 
 @pytest.mark.parametrize("name, said", [
     ("hypertune_in_model", "No module named 'hypertune' (imported by trainer/model.py, line 2)"),
-    ("multi_gpu_2018", "keras.utils.multi_gpu_model is not in tensorflow 2.21.0: TensorFlow 2.4 removed it; "
-                       "tf.distribute.MirroredStrategy replaces it (used by trainer/model.py, line 5)"),
+    ("multi_gpu_2018", "trainer/model.py line 5: keras.utils.multi_gpu_model is not in tensorflow 2.21.0, which "
+                       "tensorflow/tensorflow:2.21.0 carries: tensorflow 2.4 removed it; "
+                       "tf.distribute.MirroredStrategy replaces it (release notes: "),
 ])
 def test_the_preflight_checks_every_module_of_the_package(tmp_path, name, said):
     package = _copy(name, tmp_path)
@@ -143,3 +145,22 @@ def test_the_preflight_checks_every_module_of_the_package(tmp_path, name, said):
                      MLSUBMIT_IMAGE_ENV="1")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert said in done.stderr, done.stderr
+
+
+def test_an_api_the_images_scikit_learn_removed_is_named_before_anything_is_uploaded(tmp_path, gcs):
+    """Written for runtime 1.15 (scikit-learn 0.20.4): `from sklearn.externals import joblib`, which scikit-learn
+    0.23 removed, is read from the source (not imported) and judged against the scikit-learn the image carries."""
+    gcs_emulator, bucket = gcs
+    package = _copy("sklearn_joblib", tmp_path)
+    done = _mlsubmit("package", "--package-path", str(package), "--executor-image",
+                     f"{PREBUILT}sklearn-cpu.1-6:latest", "--stage", f"gs://{bucket}/pkgs", "--dist-dir", "dist",
+                     cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: trainer/task.py line 5: sklearn.externals.joblib is not in scikit-learn "
+                                  "1.6.1, which sklearn-cpu.1-6 carries: "
+                                  "scikit-learn 0.23 removed it; import joblib replaces it"), done.stderr
+    assert not (tmp_path / "dist").exists() or not list((tmp_path / "dist").iterdir())
+    import urllib.request
+
+    with urllib.request.urlopen(f"{gcs_emulator.endpoint}/storage/v1/b/{bucket}/o", timeout=10) as listed:
+        assert json.loads(listed.read()).get("items", []) == []  # nothing uploaded

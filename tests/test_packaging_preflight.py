@@ -152,3 +152,16 @@ def test_one_rule_says_which_requirements_an_environment_lacks_for_local_venvs_a
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     assert missing_requirements(Path(sys.executable), ["user-trainer"], env=env) == [
         "no-such-distribution-here>=1", "packaging[extra-deps]", "pip>=999"]
+
+
+def test_an_api_the_environments_release_removed_is_named_from_the_source(tmp_path):
+    """The pre-flight reports the environment's scikit-learn, TensorFlow and Keras versions; the files are read against
+    mlsubmit.images.removed's table (not imported), as the image check reads them against the image's."""
+    project = make_project(tmp_path / "proj", task="import sklearn\nfrom sklearn.externals import joblib\n")
+    sdist = build_sdist(project, dist_dir=tmp_path / "dist")
+    with pytest.raises(UsageError) as err:
+        preflight(sdist)
+    message = err.value.one_line()
+    assert "tinypkg.task does not run on the installed package's environment (Python 3.11" in message, message
+    assert "tinypkg/task.py line 2: sklearn.externals.joblib is not in scikit-learn " in message
+    assert "which the environment holds: scikit-learn 0.23 removed it; import joblib replaces it" in message

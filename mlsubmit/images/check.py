@@ -1,6 +1,6 @@
 """Check a trainer package against the prebuilt image it will run on, before anything is uploaded.
 
-Two checks, both about the image's software rather than mlsubmit's own environment:
+Three checks, all about the image's software rather than mlsubmit's own environment:
 
 - **Requirements**: the package's requirements are resolved together with the image's framework packages by pip's
   own resolver, as the image would take them: `pip install --dry-run --target <scratch> --report -
@@ -11,6 +11,9 @@ Two checks, both about the image's software rather than mlsubmit's own environme
   replace the image's tensorboard: tf-cpu.2-17.py310 carries tensorflow-cpu 2.17.1, which requires
   tensorboard<2.18,>=2.17"). `--only-binary` is what pip demands for a foreign Python version: a requirement
   published only as an sdist cannot be resolved that way and is named in a warning instead.
+- **Removed APIs**: an import of, or attribute chain through, an API the image's Keras, TensorFlow or scikit-learn
+  removed (`from sklearn.externals import joblib` on scikit-learn ≥ 0.23), read with `ast` and judged against the
+  versions pip chose (mlsubmit.images.removed: the table, with the release notes that say so).
 - **Syntax**: every `.py` file is parsed with `ast.parse(..., feature_version=(3, N))` for the image's Python 3.N
   (this catches most newer grammar: `match`, `except*`, parenthesised context managers, walrus, positional-only
   parameters, but not everything: e.g. PEP 701 f-strings and newer standard library names are missed), and, where
@@ -284,7 +287,7 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
     if cache.exists():
         saved = json.loads(cache.read_text())
         return ImageCheck(image.name, tuple(map(tuple, saved["resolved"])), saved["syntax"], cached=True)
-    staged = tuple(staged)
+    staged, files = tuple(staged), list(files)
     syntax = check_syntax(files, image)
     kept = _resolution_path(requirements, staged, image)
     reused = kept.exists()
@@ -292,6 +295,7 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
         resolved, warnings = dict(json.loads(kept.read_text())), []
     else:
         resolved, warnings = resolve(requirements, image, staged=staged)
+    _check_removed(files, resolved, image)
     result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings),
                         resolution_cached=reused)
     if resolved is not None and not warnings:  # only a complete check is remembered
@@ -299,6 +303,26 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
             _keep(kept, result.resolved)
         _keep(cache, {"resolved": result.resolved, "syntax": syntax})
     return result
+
+
+def _check_removed(files: Sequence[tuple[str, Path]], resolved: dict[str, str] | None, image: Image) -> None:
+    """An API the image's Keras, TensorFlow or scikit-learn no longer has, used by a file (mlsubmit.images.removed),
+    judged against what pip chose for the job, or the image's own versions when pip was not asked.
+
+    Raises:
+        UsageError: one line naming the file, line, API, the image's version and what replaces it."""
+    from mlsubmit.images.removed import find_removed
+
+    versions = resolved
+    if versions is None:
+        try:
+            versions = {c.name: c.version for c in image_packages(image)}
+        except UsageError:  # offline before the image was ever looked up: nothing to judge against
+            return
+    use = find_removed(files, versions)
+    if use is not None:
+        raise UsageError(use.message(image.name), hint=f"change the code, or run it on an image with "
+                                                       f"{use.removed.distribution} older than {use.removed.release}")
 
 
 def describe(result: ImageCheck, image: Image) -> str:

@@ -16,8 +16,9 @@ runs `_PROBE`, which:
    `import x` / `from x import y`, not those inside `try`, `if` or functions) with
    `importlib.util.find_spec(top-level name)`, which executes nothing for a top-level name: an import the image,
    the package and its declared requirements do not provide fails here as it would fail in the cloud;
-4. names an API the environment's release removed that a file uses (`keras.utils.multi_gpu_model`, gone since
-   TensorFlow 2.4), read from the files, not imported.
+4. reports the versions of Keras, TensorFlow and scikit-learn the environment holds, against which the files are
+   read for APIs those releases removed (mlsubmit.images.removed: `keras.utils.multi_gpu_model`, gone since
+   TensorFlow 2.4, `sklearn.externals.joblib`, …), not imported.
 
 The probe is written for every Python an image may carry (3.5+: no f-strings, no walrus).
 """
@@ -92,23 +93,6 @@ for directory in package_dirs:
             if name.endswith(".py") and os.path.realpath(filename) not in checked:
                 checked.add(os.path.realpath(filename))
                 out["files"].append(filename)
-# APIs trainers of their time used that later releases removed (a name, not a module: find_spec cannot see it):
-# dotted name -> (distribution, the release that removed it, what replaces it)
-_MGM = ("tensorflow", (2, 4), "TensorFlow 2.4 removed it; tf.distribute.MirroredStrategy replaces it")
-REMOVED = {"keras.utils.multi_gpu_model": _MGM, "tensorflow.keras.utils.multi_gpu_model": _MGM,
-           "tf.keras.utils.multi_gpu_model": _MGM}
-removed = []
-
-def dotted(node):
-    parts_ = []
-    while isinstance(node, ast.Attribute):
-        parts_.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts_.append(node.id)
-        return ".".join(reversed(parts_))
-    return None
-
 wanted = {}
 for filename in out["files"]:
     with open(filename, "rb") as handle:
@@ -125,14 +109,7 @@ for filename in out["files"]:
             ([node.module] if node.module and not node.level else [])
         for name in names:
             wanted.setdefault(name.split(".")[0], (short, node.lineno))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                name = node.module + "." + alias.name
-                if name in REMOVED:
-                    removed.append((name, REMOVED[name], short, node.lineno))
-        elif isinstance(node, ast.Attribute) and dotted(node) in REMOVED:
-            removed.append((dotted(node), REMOVED[dotted(node)], short, node.lineno))
+    out.setdefault("names", []).append(short)
 for top in sorted(wanted):
     try:
         found = importlib.util.find_spec(top)
@@ -143,26 +120,18 @@ for top in sorted(wanted):
         out["error"] = "ModuleNotFoundError: No module named '%s' (imported by %s, line %s)" % (top, where, line)
         finish()
     out["imports"].append(top)
-try:
-    import importlib.metadata as metadata
-except ImportError:  # Python < 3.8: the removed APIs go unchecked
-    removed = []
-for name, (distribution, since, why), where, line in removed:
-    version = None
-    for candidate in (distribution, distribution + "-cpu"):
-        try:
-            version = metadata.version(candidate)
-            break
-        except metadata.PackageNotFoundError:
-            continue
+# the versions of the libraries whose removed APIs mlsubmit.images.removed knows, as this environment has them
+out["versions"] = {}
+for distribution in json.loads(sys.argv[2]) if len(sys.argv) > 2 else ():
     try:
-        release = tuple(int(p) for p in version.split(".")[:2]) if version else None
-    except ValueError:
-        release = None
-    if release is not None and release >= since:
-        out["error"] = "AttributeError: %s is not in %s %s: %s (used by %s, line %s)" % (
-            name, distribution, version, why, where, line)
-        finish()
+        try:
+            import importlib.metadata as metadata
+            out["versions"][distribution] = metadata.version(distribution)
+        except ImportError:  # Python < 3.8
+            import pkg_resources
+            out["versions"][distribution] = pkg_resources.get_distribution(distribution).version
+    except Exception:
+        pass
 finish()
 '''
 
@@ -202,8 +171,11 @@ def _clean_env(cwd: Path) -> dict[str, str]:
 
 def probe(python: Path, module: str, *, cwd: Path, timeout: float = 120.0) -> dict:
     """The raw answer of `_PROBE` run by `python` (see the module docstring). Raises UsageError."""
+    from mlsubmit.images.removed import distributions
+
     try:
-        done = children.run([str(python), "-c", _PROBE, module], capture_output=True, text=True, timeout=timeout,
+        done = children.run([str(python), "-c", _PROBE, module, json.dumps(distributions())], capture_output=True,
+                            text=True, timeout=timeout,
                             cwd=cwd, env=_clean_env(cwd), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise UsageError(f"looking up {module} in the installed package gave no answer within {timeout:.0f} s") \
@@ -248,11 +220,18 @@ def check_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeou
 def inspect_module(python: Path, venv_dir: Path, module: str, *, cwd: Path, timeout: float = 120.0,
                    package: str | None = None) -> ModuleCheck:
     """`check_module`, with the details. Raises UsageError."""
+    from mlsubmit.images.removed import find_removed
+
     answer = find_module(python, venv_dir, module, cwd=cwd, timeout=timeout, package=package)
     if answer.get("error"):
         raise UsageError(f"{module} does not import from the installed package on Python {answer['python']}: "
                          f"{answer['error']}",
                          hint="declare what it imports in the package's requirements and fix the module; "
                               "--skip-preflight skips this check")
+    use = find_removed(zip(answer.get("names") or (), answer["files"]), answer.get("versions") or {})
+    if use is not None:
+        raise UsageError(f"{module} does not run on the installed package's environment (Python "
+                         f"{answer['python']}): {use.message()}",
+                         hint="change the code; --skip-preflight skips this check")
     return ModuleCheck(module, answer.get("origin") or "", answer["python"], tuple(answer["files"]),
                        tuple(answer["imports"]))
