@@ -69,7 +69,7 @@ def all_blocks() -> list[Block]:
     return [block for page in pages() for block in blocks(page)]
 
 
-def test_exists(path: str, name: str) -> bool:
+def defined_test(path: str, name: str) -> bool:
     """Whether the test file defines `name` or imports it (the engine files import a shared suite)."""
     file = ROOT / path
     if not file.is_file():
