@@ -109,16 +109,24 @@ SPEC_OPTIONS: dict[str, Any] = {
     "env": _option("--env", metavar="KEY=VALUE", multiple=True, help="Environment variable of every replica "
                    "(Vertex AI pythonPackageSpec.env; --local too); repeatable. Legacy AI Platform has none."),
 }
+CLOUD_REGION_HELP = ("The job's region. A cloud job takes it from here, else from the --config YAML, MLSUBMIT_REGION, "
+                     "CLOUDSDK_COMPUTE_REGION or the gcloud configuration (ai/region, compute/region), and is refused "
+                     f"without one; --local and --target default to {machines.DEFAULT_REGION}. One of "
+                     f"{', '.join(machines.REGIONS)}.")
 TRAINER_ARGS = Annotated[Optional[List[str]], typer.Argument(metavar="[-- TRAINER_ARGS...]", show_default=False,
                                                              help="Arguments for the trainer, after --.")]
 
 
-def with_spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add SPEC_OPTIONS and the trainer arguments to `command`, which receives them as `spec_flags` (a dict)."""
+def with_spec_options(command: Callable[..., Any], *, region_help: Optional[str] = None) -> Callable[..., Any]:
+    """Add SPEC_OPTIONS and the trainer arguments to `command`, which receives them as `spec_flags` (a dict).
+    `region_help`: the --region help of a command whose region does not default as `config`'s does (`train`)."""
     own = [p for p in inspect.signature(command).parameters.values() if p.name != "spec_flags"]
+    options = dict(SPEC_OPTIONS)
+    if region_help is not None:
+        options["region"] = _option("--region", metavar="REGION", help=region_help)
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
                                default=[] if name in _REPEATABLE else False if name in _SWITCHES else None)
-             for name, kind in SPEC_OPTIONS.items()]
+             for name, kind in options.items()]
     added.append(inspect.Parameter("trainer_args", inspect.Parameter.KEYWORD_ONLY, annotation=TRAINER_ARGS,
                                    default=None))
     added.append(inspect.Parameter("spec_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))

@@ -13,7 +13,7 @@ import typer
 from mlsubmit.commands._cloud_options import with_options
 from mlsubmit.commands._cloud_train import reject_for_local, with_cloud_options
 from mlsubmit.commands._package_options import PACKAGE_OPTIONS
-from mlsubmit.commands._spec_options import SpecCommand, with_spec_options
+from mlsubmit.commands._spec_options import CLOUD_REGION_HELP, SpecCommand, with_spec_options
 from mlsubmit.errors import OperationFailed, UsageError, invalid_value
 
 APIS = ("vertex", "legacy")
@@ -21,7 +21,8 @@ APIS = ("vertex", "legacy")
 
 def register(app: typer.Typer) -> None:
     command = with_options(with_cloud_options(train), PACKAGE_OPTIONS, into="package_flags")
-    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(command))
+    app.command("train", cls=SpecCommand, no_args_is_help=False)(with_spec_options(command,
+                                                                                   region_help=CLOUD_REGION_HELP))
 
 
 def train(
