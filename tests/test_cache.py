@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mlsubmit.cache import entries, inventory
+from mlsubmit.cache import entries, inventory, ownership
 from mlsubmit.cache.inventory import Entry, plan
 from mlsubmit.cache.limits import Limits, parse_age, parse_size
 from mlsubmit.errors import UsageError
@@ -75,9 +75,13 @@ def test_sizes_and_ages_as_users_write_them():
 
 
 # -- list and prune on real directories ---------------------------------------------------------------------------
-def _venv_like(path: Path, size: int = 50_000, on: Path | None = None, age_days: float = 0) -> Path:
+def _venv_like(path: Path, size: int = 50_000, on: Path | None = None, age_days: float = 0,
+               marked: bool = True) -> Path:
+    """A venv as mlsubmit builds one (`marked`: with the mark it writes), `age_days` unused."""
     site = path / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
+    if marked:
+        ownership.mark(path, "environment")
     (site / "module.py").write_bytes(b"#" * size)
     (path / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n")
     (path / "bin").mkdir()
@@ -107,11 +111,12 @@ def test_cache_list_and_prune_keep_what_running_processes_use(tmp_path):
     (image / "packages.json").write_text("[]")
     stopped = image / "jobs" / ".installing-0123456789ab"  # a build killed mid-way: its lock is free
     stopped.mkdir()
+    ownership.mark(stopped, "environment")
     (image / "jobs" / ".installing-0123456789ab.lock").touch()
-    (home / "sdists" / "abc").mkdir(parents=True)
+    ownership.make_folder(home / "sdists" / "abc", "sdist")
     (home / "sdists" / "abc" / "tiny-0.1.tar.gz").write_bytes(b"x" * 1000)
     _age(home / "sdists", 50)
-    (home / "replicas" / "job_1").mkdir(parents=True)
+    ownership.make_folder(home / "replicas" / "job_1", "replicas")
     _age(home / "replicas", 90)
     (home / "notes.txt").write_text("mine")
     env_vars = {"MLSUBMIT_HOME": str(home), "MLSUBMIT_IMAGES": str(images)}
@@ -301,3 +306,96 @@ cd {disk}/images/{image.key} && find . -path ./{real_env.name} -prune -o -print 
     assert f"in {disk}/images/{image.key}/" in err[0] and "mlsubmit cache prune" in err[0]
     left = (tmp_path / "left").read_text().split()
     assert not [path for path in left if "/jobs/" in path or "/deps/" in path], left  # nothing half-made
+
+
+# -- only what mlsubmit made is removed -------------------------------------------------------------------------
+def _beside_the_cache(home: Path, images: Path) -> list[Path]:
+    """What other programs and the user keep in a shared MLSUBMIT_HOME / MLSUBMIT_IMAGES, unused for 60 days: a
+    project's trained model where a job environment would be, another program's cache, a research venv, and an image
+    environment an mlsubmit from before the marks built (all without mlsubmit's mark)."""
+    made = []
+    for path, size in ((images / "jobs" / "run1" / "model" / "model.keras", 9_000),
+                       (images / "myproject" / "jobs" / "run1" / "model" / "model.keras", 12_300),
+                       (home / "cache" / "otherapp" / "blob.bin", 4_000),
+                       (home / "preflight" / "notes.json", 100)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"k" * size)
+        made.append(path)
+    made.append(_venv_like(home / "venvs" / "my-research-env", marked=False))
+    made.append(_venv_like(images / "tensorflow_tensorflow_2.8.0" / "env-0123456789abcdef", marked=False))
+    for path in made:
+        _age(path if path.is_dir() else path.parent, 60)
+        _age(path, 60)
+    return made
+
+
+def test_what_mlsubmit_did_not_make_is_listed_as_not_mlsubmits_and_no_prune_removes_it(tmp_path):
+    home, images = tmp_path / "home", tmp_path / "images"
+    others = _beside_the_cache(home, images)
+    ours = _venv_like(home / "venvs" / "0123456789abcdef-py311", age_days=60)
+    downloads = home / "cache" / "sha256" / "ab"
+    downloads.mkdir(parents=True)
+    for name in ("ab01.keras", "ab02.keras"):  # two downloads mlsubmit kept, 60 days ago
+        (downloads / f".{name}.partial").write_bytes(b"m" * 3000)
+        _age(downloads / f".{name}.partial", 60)
+        ownership.keep(downloads / f".{name}.partial", downloads / name, "download")
+    (downloads / "ab02.keras").unlink()  # another program's file since, under the same name (and maybe inode)
+    (downloads / "ab02.keras").write_bytes(b"x" * 3000)
+    _age(downloads / "ab02.keras", 60)
+    env_vars = {"MLSUBMIT_HOME": str(home), "MLSUBMIT_IMAGES": str(images)}
+
+    listed = json.loads(_mlsubmit("cache", "list", "-o", "json", env=env_vars).stdout)["entries"]
+    not_ours = {Path(e["path"]) for e in listed if not e["mlsubmits"]}
+    project, research_env, old_env = images / "myproject" / "jobs" / "run1", others[4], others[5]
+    assert {images / "jobs", project, others[2], others[3], research_env, old_env} <= not_ours
+    assert downloads / "ab02.keras" in not_ours and {e["kind"] for e in listed if not e["mlsubmits"]} == {"other"}
+    assert {Path(e["path"]) for e in listed if e["mlsubmits"] and e["prunable"]} == {ours, downloads / "ab01.keras"}
+    table = _mlsubmit("cache", "list", env=env_vars).stdout
+    assert "not mlsubmit's (unmarked isolated venv)" in table and str(home / "venvs" / "my-research-env") in table
+    assert "are not mlsubmit's: they lack the .mlsubmit-owned mark" in table and "rm -r PATH" in table
+
+    dry = _mlsubmit("cache", "prune", "--max-size", "0", "--older-than", "0s", "--dry-run", env=env_vars)
+    assert dry.returncode == 0 and dry.stdout.count("would remove ") == 2, dry.stdout
+    assert f"would remove isolated venv {ours} " in dry.stdout and "otherapp" not in dry.stdout
+    pruned = _mlsubmit("cache", "prune", "--max-size", "0", "--older-than", "0s", env=env_vars)
+    assert pruned.returncode == 0 and pruned.stdout.count("removed ") == 2, pruned.stdout
+    assert not ours.exists() and not (downloads / "ab01.keras").exists()
+    assert all(path.exists() for path in others) and (downloads / "ab02.keras").read_bytes() == b"x" * 3000
+
+
+def test_the_prune_after_a_real_build_removes_only_what_mlsubmit_made_and_says_so(tmp_path, default_image):
+    from support.tiny_package import make_project
+
+    image, mine, _ = default_image
+    home, images = tmp_path / "home", tmp_path / "images"
+    others = _beside_the_cache(home, images)
+    ours = _venv_like(home / "venvs" / "0123456789abcdef-py311", age_days=60)
+    package = make_project(tmp_path / "proj")
+    done = _mlsubmit("train", "--local", "--package-path", str(package), "--module-name", "tinypkg.task", "--",
+                     "--job-dir", str(tmp_path / "job"), cwd=tmp_path, timeout=300,
+                     env={"MLSUBMIT_HOME": str(home), "MLSUBMIT_IMAGES": str(images), "MLSUBMIT_CACHE_MAX_AGE": "30d"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("cache: removed")]
+    assert said and said[0].startswith("cache: removed 1 unused item(s) (isolated venv; "), done.stdout
+    assert not ours.exists() and all(path.exists() for path in others)
+    built = [p for p in [*(home / "venvs").iterdir(), *mine.glob("jobs/*")] if p != others[4]]
+    assert built and all(ownership.owned(path) for path in built), built  # what the build made carries the mark
+
+
+def test_a_prune_that_cannot_write_the_home_is_one_line(tmp_path):
+    from support.unprivileged import as_a_user
+
+    home = tmp_path / "home"
+    ours = _venv_like(home / "venvs" / "0123456789abcdef-py311", age_days=60)
+    (home / "venvs").chmod(0o555)
+    try:
+        done = subprocess.run([sys.executable, "-m", "mlsubmit", "cache", "prune", "--older-than", "30d"],
+                              capture_output=True, text=True, timeout=120, **as_a_user(),
+                              env={**os.environ, "MLSUBMIT_HOME": str(home), "MLSUBMIT_IMAGES": str(tmp_path / "i")})
+    finally:
+        (home / "venvs").chmod(0o755)
+    assert done.returncode == 2 and done.stdout == "" and ours.exists()
+    assert done.stderr.splitlines() == [
+        f"error: cannot prune what mlsubmit keeps: {home / 'venvs'} is read-only here (1 item(s), "
+        f"{done.stderr.split('item(s), ')[1].split(',')[0]}, would be removed); nothing was removed; run it as the user "
+        "who can write there, or make it writable; `mlsubmit cache prune --dry-run` lists what would go"], done.stderr

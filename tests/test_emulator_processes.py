@@ -179,7 +179,7 @@ def test_a_venv_build_killed_mid_install_is_removed_by_the_next_install_and_a_li
             builder.wait()
 
 
-def test_kill_9_of_the_kubernetes_emulator_leaves_its_credentials_only_until_the_next_start(tmp_path):
+def test_kill_9_of_the_kubernetes_emulator_leaves_its_credentials_only_until_the_next_start(tmp_path, gcs_emulator):
     pytest.importorskip("cryptography")
     from mlsubmit.local.children import popen_kwargs
 
@@ -192,8 +192,9 @@ def test_kill_9_of_the_kubernetes_emulator_leaves_its_credentials_only_until_the
             out = tmp_path / f"{run}.out"
             with open(out, "w") as sink:
                 started.append(subprocess.Popen(
-                    [sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--kube-port", "0", "--quiet"],
-                    stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, env=env, **popen_kwargs()))
+                    [sys.executable, "-m", "mlsubmit", "emulator", "--port", "0", "--kube-port", "0", "--quiet",
+                     "--gcs-endpoint", gcs_emulator.endpoint], stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path,
+                    env=env, **popen_kwargs(default_sigint=True)))
             wait_until(lambda: "KUBECONFIG=" in out.read_text() or started[-1].poll() is not None, 60, "start")
             kubeconfig = Path(out.read_text().split("KUBECONFIG=", 1)[1].split()[0])
             assert "token" in kubeconfig.read_text() and kubeconfig.parent.parent == temporary, out.read_text()

@@ -3,9 +3,10 @@
 - **Built aside** (`building`): a new environment is made in `<parent>/.installing-<id>` (`.building-<id>` for an
   image's), locked through `<that>.lock` while it is built, and renamed onto its final name only when complete. Any
   failure removes it; one that ran out of disk (ENOSPC, EDQUOT: from Python, pip or venv) becomes one line,
-  OperationFailed, saying where and how much is free. A building directory whose lock nobody holds was left by a
-  build that was killed: `remove_stale` removes it (one without any lock file, made by an mlsubmit before locks, only
-  after an hour).
+  OperationFailed, saying where and how much is free. The building directory carries mlsubmit's mark from the moment
+  it is made (mlsubmit.cache.ownership), so the environment renamed into place does too. A marked building directory
+  whose lock nobody holds was left by a build that was killed: `remove_stale` removes it; one without the mark is
+  never removed.
 - **Held while used** (`hold`): whoever runs on an environment (a local job, a pre-flight, an emulator's job) takes
   a shared lock on `<entry>/.mlsubmit-use` for the rest of its process; pruning takes it exclusively, then renames
   the entry aside before deleting it, so a running job's environment is never removed and no job starts on one
@@ -25,6 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from mlsubmit.cache import ownership
 from mlsubmit.errors import MlsubmitError, OperationFailed
 
 STAMP = ".mlsubmit-use"
@@ -199,6 +201,7 @@ def building(parent: Path, what: str, prefix: str = ".installing-") -> Iterator[
     path = parent / name
     try:
         path.mkdir()
+        ownership.mark(path, "environment", what=what)  # moves with it into place: what mlsubmit made
         yield path
     except BaseException as err:
         shutil.rmtree(path, ignore_errors=True)
@@ -241,14 +244,15 @@ def is_stale(building_dir: Path, now: float | None = None) -> bool:
 
 
 def stale_builds(parent: Path, now: float | None = None) -> list[Path]:
-    """The building directories (and lone lock files, named without `.lock`) under `parent` that no build holds:
-    left by one that was killed, or by a removal that was."""
+    """The building directories under `parent` that mlsubmit made (its mark) and no build holds: left by one that
+    was killed, or by a removal that was. One without the mark (an older mlsubmit's, or not mlsubmit's) is kept."""
     try:
         names = [path for path in parent.iterdir() if path.name.startswith(BUILDING)]
     except OSError:
         return []
     builds = sorted({p.with_suffix("") if p.suffix == ".lock" else p for p in names})
-    return [building_dir for building_dir in builds if is_stale(building_dir, now)]
+    marks = ownership.Marks()
+    return [building_dir for building_dir in builds if marks.owned(building_dir) and is_stale(building_dir, now)]
 
 
 def remove_build(building_dir: Path) -> bool:

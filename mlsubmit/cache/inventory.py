@@ -7,8 +7,10 @@ Python started by hand), or when an environment built on it is in use (a job env
 environments). Those are never removed; everything a removed environment's dependents need goes with them (a job
 environment is useless without its image's).
 
-Only what mlsubmit can rebuild is pruned (`Kind.prunable`); job records, replica directories (already kept to the
-10 newest jobs), image metadata and files mlsubmit does not know are listed, never removed.
+Only what mlsubmit made (its mark: mlsubmit.cache.ownership) and can rebuild is pruned (`Kind.prunable`); job
+records, replica directories (already kept to the 10 newest jobs), image metadata are listed, never removed. What is
+under these folders without mlsubmit's mark (another program's files in a shared home, a project beside the images,
+what an mlsubmit before the marks built) is listed as not mlsubmit's and never removed, whatever its name.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mlsubmit.cache import entries
+from mlsubmit.cache import entries, ownership
 from mlsubmit.cache.limits import AGE_VARIABLE, SIZE_VARIABLE, Limits, from_environment, show_size
 
 
@@ -46,7 +48,7 @@ KINDS = {
     "image-metadata": Kind("image metadata", False, grouped=True),
     "replicas": Kind("replica directories", False, grouped=True),
     "cluster-record": Kind("cluster job records", False, grouped=True),
-    "other": Kind("other", False),
+    "other": Kind("not mlsubmit's", False),  # no mark: never removed, whatever its name
 }
 _ENVIRONMENTS = ("image-env", "requirements-env", "job-env", "venv", "launcher-venv")
 _ADDSITEDIR = re.compile(r"addsitedir\((['\"])(.+?)\1\)")
@@ -55,7 +57,8 @@ _ADDSITEDIR = re.compile(r"addsitedir\((['\"])(.+?)\1\)")
 @dataclass(frozen=True)
 class Entry:
     """One thing kept: its kind (a key of KINDS), where, its size on disk (None: not measured), its last use (epoch
-    seconds), what it is built on, and a note (the image it belongs to)."""
+    seconds), what it is built on, a note (the image it belongs to), and for what is not mlsubmit's, what its place
+    would make it (`looks_like`: a kind's label)."""
 
     kind: str
     path: Path
@@ -63,6 +66,7 @@ class Entry:
     last_use: float
     parents: tuple[Path, ...] = ()
     note: str = ""
+    looks_like: str = ""
 
 
 def roots() -> tuple[Path, tuple[Path, ...]]:
@@ -125,7 +129,7 @@ def _parents(path: Path) -> tuple[Path, ...]:
 
 def _children(path: Path) -> list[Path]:
     try:
-        return sorted(path.iterdir())
+        return sorted(child for child in path.iterdir() if child.name != ownership.MARK)
     except OSError:
         return []
 
@@ -186,8 +190,24 @@ _HOME = {"venvs": "venv", "launcher": "launcher-venv", "sdists": "sdist", "prefl
          "cache": "download", "replicas": "replicas", "cluster-jobs": "cluster-record"}
 
 
+# what mlsubmit removes (or, for replica directories, keeps to the newest) is what carries its mark
+_CLAIMED = {name for name, kind in KINDS.items() if kind.prunable} | {"replicas"}
+
+
+def _claimed(found: list[Entry]) -> list[Entry]:
+    """`found`, each entry of a kind mlsubmit removes that lacks mlsubmit's mark made "other" (not mlsubmit's)."""
+    marks = ownership.Marks()
+    return [entry if entry.kind not in _CLAIMED or marks.owned(entry.path) else
+            replace(entry, kind="other", parents=(), note="", looks_like=KINDS[entry.kind].label) for entry in found]
+
+
 def scan(*, sizes: bool = True) -> list[Entry]:
-    """Everything kept, environments with what they are built on; `sizes` False leaves sizes unmeasured (None)."""
+    """Everything kept, environments with what they are built on, what lacks mlsubmit's mark as not mlsubmit's;
+    `sizes` False leaves sizes unmeasured (None)."""
+    return _claimed(_scan(sizes))
+
+
+def _scan(sizes: bool) -> list[Entry]:
     home, images = roots()
     found = [entry for folder in images for entry in _scan_images(folder, sizes)]
     skip = {path.resolve() for path in images}
@@ -323,8 +343,11 @@ def plan(found: list[Entry], limits: Limits, *, now: float, in_use: frozenset[Pa
 
 
 def remove(removal: Removal) -> bool:
-    """Remove one entry unless someone took it up since the plan; False if it was kept."""
+    """Remove one entry unless someone took it up since the plan (or it is no longer mlsubmit's); False if it was
+    kept."""
     path = removal.entry.path
+    if not ownership.owned(path):  # replaced since the scan by what is not mlsubmit's
+        return False
     launcher_lock = None
     if removal.entry.kind == "launcher-venv":  # the launcher checks its venvs under this lock
         launcher_lock = entries.try_lock(path.with_name(f"{path.name}.lock"))
@@ -347,10 +370,32 @@ class Outcome:
     dry_run: bool
 
 
+def unwritable(folders: Iterable[Path]) -> Path | None:
+    """The first of `folders` this process cannot change (read-only: its mode, or a read-only mount), if any."""
+    for folder in folders:
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    return None
+
+
 def prune(limits: Limits, *, dry_run: bool = False, sizes: bool = True) -> Outcome:
-    """Plan and carry out a prune of what mlsubmit keeps (see `plan`)."""
+    """Plan and carry out a prune of what mlsubmit keeps (see `plan`).
+
+    Raises:
+        UsageError: (unless `dry_run`) a folder holding what would be removed is read-only here (a read-only
+            $MLSUBMIT_HOME or $MLSUBMIT_IMAGES): nothing is removed.
+    """
     found = scan(sizes=sizes)
     chosen = plan(found, limits, now=time.time(), in_use=busy(found))
+    locked = None if dry_run else unwritable(dict.fromkeys(r.entry.path.parent for r in chosen.removals))
+    if locked is not None:
+        from mlsubmit.errors import UsageError
+
+        freeing = show_size(sum(r.entry.size or 0 for r in chosen.removals)) if sizes else "what it would free"
+        raise UsageError(f"cannot prune what mlsubmit keeps: {locked} is read-only here ({len(chosen.removals)} "
+                         f"item(s), {freeing}, would be removed); nothing was removed",
+                         hint="run it as the user who can write there, or make it writable; `mlsubmit cache prune "
+                              "--dry-run` lists what would go")
     if not sizes:  # measured only for what goes, to say what was freed
         removals = tuple(Removal(with_sizes([r.entry])[0], r.reason) for r in chosen.removals)
         chosen = replace(chosen, removals=removals)
@@ -375,6 +420,9 @@ def after_build(say: Callable[[str], None]) -> None:
         outcome = prune(limits, sizes=limits.max_size is not None)
     except OSError as err:
         say(f"warning: the cache was not pruned: {err}")
+        return
+    except UsageError as err:  # read-only: the job goes on
+        say(f"warning: the cache was not pruned: {err.one_line()}")
         return
     if outcome.removed:
         freed = sum(r.entry.size or 0 for r in outcome.removed)

@@ -15,6 +15,7 @@ from mlsubmit.commands._output import OUTPUT, checked_output
 
 
 _Group, _Command = plain_classes()
+_OTHERS_SHOWN = 20  # lines of what is not mlsubmit's in the table
 
 
 cache_app = typer.Typer(cls=_Group, name="cache", no_args_is_help=True, rich_markup_mode=None, add_completion=False,
@@ -41,7 +42,8 @@ def _entry_json(entry, in_use: bool, reason: str | None = None) -> dict:
 
     found = {"kind": entry.kind, "what": KINDS[entry.kind].label, "path": str(entry.path), "size_bytes": entry.size,
              "last_use": _iso(entry.last_use), "in_use": in_use, "prunable": KINDS[entry.kind].prunable,
-             "built_on": [str(path) for path in entry.parents], "image": entry.note or None}
+             "built_on": [str(path) for path in entry.parents], "image": entry.note or None,
+             "mlsubmits": entry.kind != "other", "looks_like": entry.looks_like or None}
     return found if reason is None else {**found, "reason": reason}
 
 
@@ -51,14 +53,23 @@ def _rows(found, in_use) -> list[tuple[str, str, str, str, str]]:
     from mlsubmit.cache.limits import show_size
 
     order = list(KINDS)
-    rows, groups = [], {}
-    for entry in sorted(found, key=lambda e: (order.index(e.kind), -e.last_use)):
+    rows, groups, others = [], {}, 0
+    ordered = sorted(found, key=lambda e: (order.index(e.kind), -e.last_use))
+    for entry in ordered:
         kind = KINDS[entry.kind]
         if kind.grouped:
             groups.setdefault(entry.kind, []).append(entry)
             continue
+        others += entry.kind == "other"
+        if others > _OTHERS_SHOWN:  # another program's cache may hold thousands of files: `-o json` lists them
+            if others == _OTHERS_SHOWN + 1:
+                rest = [e for e in ordered if e.kind == "other"][_OTHERS_SHOWN:]
+                rows.append((f"{kind.label} ({len(rest)} more)", show_size(sum(e.size or 0 for e in rest)),
+                             _when(max(e.last_use for e in rest)), "kept", "`mlsubmit cache list -o json` lists them"))
+            continue
         state = "in use" if entry.path in in_use else ("" if kind.prunable else "kept")
-        what = f"{kind.label} ({entry.note})" if entry.note else kind.label
+        what = f"{kind.label} ({entry.note or f'unmarked {entry.looks_like}'})" \
+            if entry.note or entry.looks_like else kind.label
         rows.append((what, show_size(entry.size or 0), _when(entry.last_use), state, str(entry.path)))
     for kind_name, items in sorted(groups.items(), key=lambda item: order.index(item[0])):
         kind = KINDS[kind_name]
@@ -79,7 +90,7 @@ def _table(rows) -> None:
 @cache_app.command("list", cls=_Command)
 def list_command(output: OUTPUT = "table") -> None:
     """List everything mlsubmit keeps under $MLSUBMIT_HOME and $MLSUBMIT_IMAGES: size, last use, whether in use."""
-    from mlsubmit.cache import inventory
+    from mlsubmit.cache import inventory, ownership
     from mlsubmit.cache.limits import from_environment, show_size
 
     checked_output(output)
@@ -99,10 +110,17 @@ def list_command(output: OUTPUT = "table") -> None:
         _table(_rows(found, in_use))
     size_limit = show_size(limits.max_size) if limits.max_size is not None else "none"
     age_limit = f"{limits.max_age / 86400:g} days" if limits.max_age is not None else "none"
+    others = [entry for entry in found if entry.kind == "other"]
+    total -= sum(entry.size or 0 for entry in others)
     typer.echo(f"mlsubmit keeps {show_size(total)} in {home}" + "".join(f" and {path}" for path in images
                                                                         if not path.is_relative_to(home))
                + f"; {show_size(prunable)} of it can be rebuilt and pruned (size limit {size_limit}, unused for "
                  f"more than {age_limit}: MLSUBMIT_CACHE_MAX_SIZE, MLSUBMIT_CACHE_MAX_AGE)")
+    if others:
+        typer.echo(f"{len(others)} item(s) ({show_size(sum(entry.size or 0 for entry in others))}) there are not "
+                   f"mlsubmit's: they lack the {ownership.MARK} mark it writes in what it makes (another program's "
+                   "files, or what an mlsubmit from before these marks built) and no prune removes them; remove one by hand "
+                   "(rm -r PATH) if you know it is not needed — an environment is built again when a job needs it")
 
 
 @cache_app.command("prune", cls=_Command)

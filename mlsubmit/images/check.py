@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlsubmit.cache import ownership
 from mlsubmit.errors import UsageError
 from mlsubmit.images.catalog import Image
 from mlsubmit.images.envs import (_OFFLINE, constraints, foreign_python_args, image_packages, image_requirements,
@@ -272,7 +273,7 @@ def _keep(path: Path, content: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps(content))
-    os.replace(partial, path)
+    ownership.keep(partial, path, "image-check")  # in place, and listed as mlsubmit's
 
 
 def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image, *,

@@ -427,6 +427,10 @@ def installed_python(packages, cache_dir, say, requirements=()):
             return python
         building = tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir)
         try:
+            with open(os.path.join(building, ".mlsubmit-owned"), "w") as mark:  # mlsubmit.cache.ownership's mark
+                mark.write(json.dumps({"kind": "launcher-venv", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                        time.gmtime()),
+                                       "by": "mlsubmit"}) + "\n")
             pip_install(_create_venv(building), [*requirements, *packages], building, say,
                         ", ".join(map(os.path.basename, packages)))
             os.rename(building, final)

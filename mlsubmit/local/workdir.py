@@ -117,9 +117,13 @@ def runs_root(job_id: str, keep: int = 10) -> Path:
     a replica wrote can be looked at; only the `keep` newest jobs' are kept)."""
     from mlsubmit.local.venvs import mlsubmit_home
 
+    from mlsubmit.cache import ownership
+
     parent = mlsubmit_home() / "replicas"
     parent.mkdir(parents=True, exist_ok=True)
-    older = sorted((p for p in parent.iterdir() if p.is_dir() and p.name != job_id), key=lambda p: p.stat().st_mtime)
+    marks = ownership.Marks()  # only what mlsubmit made (its mark) is removed: the home may be shared
+    older = sorted((p for p in parent.iterdir() if p.name != job_id and marks.owned(p) and p.is_dir()),
+                   key=lambda p: p.stat().st_mtime)
     for stale in older[:max(0, len(older) - (keep - 1))]:
         shutil.rmtree(stale, ignore_errors=True)
-    return parent / job_id
+    return ownership.make_folder(parent / job_id, "replicas")

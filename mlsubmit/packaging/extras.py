@@ -40,6 +40,7 @@ def resolve_extras(values: list[str] | tuple[str, ...] | None, *, flag: str = "-
     Raises:
         UsageError: a path that does not exist or is neither an archive nor a package directory.
     """
+    from mlsubmit.cache import ownership
     from mlsubmit.cloud import storage
     from mlsubmit.packaging.sdist import build_sdist
     from mlsubmit.local.venvs import mlsubmit_home
@@ -53,7 +54,7 @@ def resolve_extras(values: list[str] | tuple[str, ...] | None, *, flag: str = "-
         path = Path(given)
         allowed = "a package archive (.tar.gz, .whl, .zip), a package directory or a gs:// URI"
         if path.is_dir():
-            path = build_sdist(path, dist_dir=mlsubmit_home() / "sdists" / "extra").path
+            path = ownership.record(build_sdist(path, dist_dir=mlsubmit_home() / "sdists" / "extra").path, "sdist")
         elif not path.is_file():
             raise invalid_value(flag, given, allowed, hint="it does not exist")
         elif not path.name.endswith(ARCHIVES):

@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlsubmit.cache import ownership
 from mlsubmit.errors import UsageError
 from mlsubmit.packaging.credentials import credential_reason
 from mlsubmit.packaging.requirements import builds_here
@@ -221,7 +222,7 @@ def build_sdist_with_frontend(project_dir: Path, *, timeout: float = 600.0) -> F
         if leaked:
             raise UsageError(f"the build backend put {leaked[0]} into the sdist, a file that looks like a credential",
                              hint="exclude it in the backend's configuration")
-        cached_dir.mkdir(parents=True, exist_ok=True)
+        ownership.make_folder(cached_dir, "sdist")  # marked: mlsubmit's to prune
         partial = cached_dir / f".{built[0].name}.{os.getpid()}.partial"
         partial.write_bytes(normalise(built[0], int(env["SOURCE_DATE_EPOCH"])))
         os.replace(partial, cached_dir / built[0].name)

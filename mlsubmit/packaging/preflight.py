@@ -283,6 +283,7 @@ def checked_once(sdist: Sdist, module: str | None = None, *, timeout: float = 12
     """`preflight`, once per content: a passed check is kept under $MLSUBMIT_HOME/preflight/ by `_cache_key`, so
     packaging an unchanged package again installs nothing (the result says `cached`). A failure is never kept.
     `base`: the environment it runs on (default: `base_env()`, the default image's when image environments are on)."""
+    from mlsubmit.cache import ownership
     from mlsubmit.local.venvs import mlsubmit_home
 
     module = module or default_module(sdist)
@@ -300,5 +301,5 @@ def checked_once(sdist: Sdist, module: str | None = None, *, timeout: float = 12
     partial.write_text(json.dumps({"module": result.module, "check": result.check, "origin": result.origin,
                                    "installed": list(result.installed), "environment": result.environment}),
                        encoding="utf-8")
-    os.replace(partial, kept)
+    ownership.keep(partial, kept, "preflight")  # in place, and listed as mlsubmit's
     return result

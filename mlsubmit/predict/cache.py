@@ -61,6 +61,7 @@ class Cache:
         return Path(name)
 
     def admit(self, temp: Path, target: Path) -> Path:
+        from mlsubmit.cache import ownership
+
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(temp, target)
-        return target
+        return ownership.keep(temp, target, "download")  # in place, and listed as mlsubmit's
