@@ -94,9 +94,13 @@ def test_augmentation_flips_and_crops_each_image_of_a_batch_on_its_own():
     from trainer.pipeline import _augment_batch
 
     x = np.random.default_rng(0).uniform(size=(32, 6, 5, 2)).astype("float32")
-    out, _ = _augment_batch(tf, (6, 5, 2), seed=3)(tf.constant(x), tf.zeros(32))
+    augment = _augment_batch(tf, (6, 5, 2), seed=3)
+    out, _ = augment(tf.constant(7, tf.int64), tf.constant(x), tf.zeros(32))
     out = out.numpy()
     assert out.shape == x.shape
+    again, _ = augment(tf.constant(7, tf.int64), tf.constant(x), tf.zeros(32))
+    other, _ = augment(tf.constant(8, tf.int64), tf.constant(x), tf.zeros(32))
+    assert np.array_equal(out, again.numpy()) and not np.array_equal(out, other.numpy())  # stateless per batch
     windows = []
     for image, augmented in zip(x, out):
         padded = np.pad(image, ((4, 4), (4, 4), (0, 0)))

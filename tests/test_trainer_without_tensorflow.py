@@ -204,3 +204,47 @@ def test_the_numpy_augmentation_flips_and_crops_like_the_recipes_and_is_reproduc
     for image, source in zip(out, x):  # each image is a window of the padded (maybe flipped) source
         padded = [np.pad(s, ((4, 4), (4, 4), (0, 0))) for s in (source, source[:, ::-1])]
         assert any(np.array_equal(image, p[r:r + 6, c:c + 6]) for p in padded for r in range(9) for c in range(9))
+
+
+def test_batches_made_ahead_by_threads_are_the_stream_made_in_order_and_the_wait_is_counted():
+    """The prefetching path (threads making batches ahead of the step) gives batch for batch what making each
+    batch when asked gives, across epoch boundaries, after a jump (a new iterator) and after a resume; a resumed
+    run draws the augmentation of the batches it had not trained on."""
+    from trainer import pipeline
+
+    arrays = _arrays(90, shape=(6, 6, 3))  # 72 training samples: 4 batches of 16 an epoch
+    build = dict(per_replica_batch=16, replicas=1, seed=7, augment=True, backend="jax")
+    ahead, asked = pipeline.build(arrays, **build, workers=2), pipeline.build(arrays, **build, workers=0)
+    try:
+        assert ahead.train.prefetcher is not None and asked.train.prefetcher is None
+        for i in [*range(10), 3, 4, 11]:  # in order over two epoch boundaries, then from elsewhere
+            (x1, y1), (x2, y2) = ahead.train[i], asked.train[i]
+            assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
+        assert len(ahead.train.prefetcher._ahead) == ahead.train.prefetcher._depth == 4  # bounded: 4 in flight
+        assert ahead.input_waited >= 0.0 and asked.input_waited == 0.0
+        resumed = pipeline.build(arrays, **build, workers=2, initial_epoch=1)
+        try:
+            assert all(np.array_equal(resumed.train[i][0], asked.train[4 + i][0]) for i in range(5))
+        finally:
+            resumed.close()
+    finally:
+        ahead.close()
+    assert not [t for t in ahead.train.prefetcher._pool._threads if t.is_alive()]  # closed: its threads ended
+
+
+def test_augmentation_needs_images_and_the_workers_what_the_host_has():
+    from trainer.config import parse_config, usable_cores
+    from trainer.errors import TrainerError
+    from trainer.pipeline import resolve_augment, resolve_workers
+
+    assert resolve_augment("auto", True, (32, 32, 3)) and not resolve_augment("auto", False, (32, 32, 3))
+    assert resolve_augment("on", False, (8, 8, 1)) and not resolve_augment("off", True, (8, 8, 1))
+    assert not resolve_augment("auto", True, (64,))
+    with pytest.raises(TrainerError, match=r"--augment: received 'on' for data of shape \(64,\), but the flip"):
+        resolve_augment("on", False, (64,))
+    assert (resolve_workers(None, 2), resolve_workers(None, 16), resolve_workers(3, 16)) == (2, 4, 3)
+    cores = usable_cores()
+    assert parse_config(["--job-dir", "/x", "--input-workers", str(cores)], env={}).input_workers == cores
+    with pytest.raises(TrainerError, match=rf"--input-workers: received '{cores + 1}'; expected auto or a whole "
+                                           rf"number from 1 to {cores} \(the CPU cores"):
+        parse_config(["--job-dir", "/x", "--input-workers", str(cores + 1)], env={})

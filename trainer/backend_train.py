@@ -112,7 +112,8 @@ def _train(keras, config: TrainConfig, cluster: Cluster, started: float, arrays,
                        global_batch=pipes.global_batch,
                        learning_rate=float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)), keras=keras,
                        distribution=distribution)
-    metrics.update(precision=config.precision, jit_compile=bool(model.jit_compile))
+    metrics.update(precision=config.precision, jit_compile=bool(model.jit_compile),
+                   input_wait_fraction=timer.input_wait_fraction)
     manifest, reload_check = write_artifacts(config, job_dir, logs, model, recorder.history, metrics, started,
                                              arrays.x_test[: pipes.global_batch])
     return RunResult(config, metrics, job_dir.uri, manifest, model, reload_check)

@@ -13,10 +13,11 @@ HISTORY_PARTIAL = "history.partial.json"
 
 
 def make_callbacks(keras, *, backup: Location, logs: Location, patience: int, samples_per_epoch: int,
-                   with_validation: bool):
-    """The trainer's callback list, in the order they must run at each epoch's end."""
+                   with_validation: bool, input_waited=None):
+    """The trainer's callback list, in the order they must run at each epoch's end. `input_waited`: a function
+    giving the seconds the training loop has waited for input so far (trainer.pipeline), where it is known."""
     recorder = HistoryRecorder(backup.local / HISTORY_PARTIAL)
-    timer = EpochTimer(samples_per_epoch)
+    timer = EpochTimer(samples_per_epoch, input_waited)
     monitor = "val_loss" if with_validation else "loss"
     callbacks = [
         timer,  # first: throughput counts the training steps, not the backup and log I/O that follows
@@ -120,19 +121,33 @@ class SyncLocation(_Callback):
 
 
 class EpochTimer(_Callback):
-    """Training throughput in samples per second; the first epoch (graph tracing) is left out when there are more."""
+    """Training throughput in samples per second, and the share of it spent waiting for input where that is known;
+    the first epoch (graph tracing) is left out when there are more."""
 
-    def __init__(self, samples_per_epoch: int):
+    def __init__(self, samples_per_epoch: int, input_waited=None):
         super().__init__()
         self.samples_per_epoch = samples_per_epoch
         self.durations: list[float] = []
-        self._start = 0.0
+        self.waits: list[float] = []
+        self._start = self._waited = 0.0
+        self._input_waited = input_waited
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._waited = self._input_waited() if self._input_waited else 0.0
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         self.durations.append(time.perf_counter() - self._start)
+        if self._input_waited:
+            self.waits.append(self._input_waited() - self._waited)
+
+    @property
+    def input_wait_fraction(self) -> float | None:
+        """Of the timed epochs' time, the share the training loop waited for a batch; None where not measured."""
+        if not self.waits:
+            return None
+        timed, waits = (self.durations[1:], self.waits[1:]) if len(self.waits) > 1 else (self.durations, self.waits)
+        return round(sum(waits) / sum(timed), 4) if sum(timed) > 0 else None
 
     @property
     def samples_per_second(self) -> float:

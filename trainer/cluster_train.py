@@ -89,7 +89,8 @@ def _build_strategy(tf, choice, cluster: Cluster, found):
 def _inputs(tf, keras, arrays, config: TrainConfig, choice, replicas: int):
     """(pipelines, train input, validation input, validation steps) for this strategy."""
     build = dict(per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
-                 augment=_augment(config), steps_per_epoch=config.steps_per_epoch)
+                 augment=_augment(config, arrays.input_shape), steps_per_epoch=config.steps_per_epoch,
+                 workers=config.input_workers)
     pipes = pipeline.build(arrays, **build)
     if choice.name == strategy.PARAMETER_SERVER:
         # Each worker builds the pipeline and takes every n-th global batch of the same seeded order; evaluation
@@ -109,10 +110,10 @@ def _inputs(tf, keras, arrays, config: TrainConfig, choice, replicas: int):
     return pipes, pipes.train.repeat().with_options(options), val, None
 
 
-def _augment(config: TrainConfig) -> bool:
+def _augment(config: TrainConfig, input_shape) -> bool:
     from trainer.models import MODELS
 
-    return MODELS[config.model].augment
+    return pipeline.resolve_augment(config.augment, MODELS[config.model].augment, input_shape)
 
 
 def _places(config: TrainConfig, job_dir: Location, cluster: Cluster, private: Path):

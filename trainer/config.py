@@ -21,6 +21,7 @@ from trainer.models import MODELS
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")  # Keras dtype policies
 JIT_COMPILE = ("auto", "on", "off")
+AUGMENT = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class TrainConfig:
     tensorboard_dir: str | None = None  # default <job_dir>/logs
     job_dir_is_temporary: bool = False
     backend: str = "tensorflow"  # the Keras backend: tensorflow, jax or torch (trainer.backends)
+    augment: str = "auto"  # random flip and padded crop: auto (the model's recipe), on or off
+    input_workers: int | None = None  # threads making batches ahead of the step; None: auto (trainer.pipeline)
 
     @property
     def gpu_count(self) -> int | None:
@@ -92,6 +95,28 @@ def _gpus(text: str) -> str:
         return text
     _positive_int("--gpus", 0)(text)
     return str(int(text))
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, e.g. a container's share), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _input_workers(text: str) -> int | None:
+    if text == "auto":
+        return None
+    cores = usable_cores()
+    expected = f"auto or a whole number from 1 to {cores} (the CPU cores this host gives the trainer)"
+    try:
+        value = int(_ascii(text))
+    except ValueError:
+        raise invalid("--input-workers", text, expected) from None
+    if not 1 <= value <= cores:
+        raise invalid("--input-workers", text, expected, hint="use --input-workers auto")
+    return value
 
 
 def _fraction(text: str) -> float:
@@ -155,6 +180,12 @@ def build_parser() -> _StrictParser:
     p.add_argument("--backend", default=None, help="the Keras backend: " + ", ".join(BACKENDS) + " (default: "
                    "$KERAS_BACKEND, or tensorflow; this flag overrides it); jax trains data-parallel over every "
                    "device, torch on one")
+    p.add_argument("--augment", type=_choice("--augment", AUGMENT), default="auto",
+                   help="random horizontal flip and 4-pixel padded crop of image batches: auto (the model's recipe: "
+                   "cifar10_vgg), on (any HxWxC images) or off")
+    p.add_argument("--input-workers", type=_input_workers, default=None,
+                   help="threads making batches ahead of the training step: auto (tf.data's autotuning on "
+                   "tensorflow; on jax and torch the usable cores, at most 4) or N")
     p.add_argument("--steps-per-epoch", type=_positive_int("--steps-per-epoch"), default=None)
     p.add_argument("--dry-run", action="store_true",
                    help="synthetic data, 2 steps, save and reload the artifacts, print a summary")
@@ -215,7 +246,7 @@ def parse_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | Non
         dry_run=args.dry_run,
         checkpoint_dir=env.get("AIP_CHECKPOINT_DIR") or None,
         tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None, job_dir_is_temporary=temporary,
-        backend=backend,
+        backend=backend, augment=args.augment, input_workers=args.input_workers,
     )
     known = config.gpu_count if config.gpu_count is not None else config.emulate_devices  # else: after device setup
     check_jit_compile(config.jit_compile, known or 0, config.backend)

@@ -80,19 +80,27 @@ def fit(keras, model, config: TrainConfig, arrays, job_dir: Location, replicas: 
     from the backup a preempted run left. Returns (pipes, recorder, timer, logs location)."""
     from trainer.callbacks import make_callbacks
 
+    augment = pipeline.resolve_augment(config.augment, MODELS[config.model].augment,
+                                       arrays.input_shape)  # before anything in the job dir changes
     job_dir.remove(artifacts.MANIFEST)
     backup, logs = locations(config, job_dir)
     backup.pull_snapshot()  # the last whole backup a preempted run pushed
     pipes = pipeline.build(arrays, per_replica_batch=config.batch_size, replicas=replicas, seed=config.seed,
-                           augment=MODELS[config.model].augment, steps_per_epoch=config.steps_per_epoch,
-                           initial_epoch=backed_up_epoch(backup), backend=keras.backend.backend())
+                           augment=augment, steps_per_epoch=config.steps_per_epoch,
+                           initial_epoch=backed_up_epoch(backup), backend=keras.backend.backend(),
+                           workers=config.input_workers)
+    waited = (lambda: pipes.input_waited) if pipes.input_waited is not None else None
     callbacks, recorder, timer = make_callbacks(
         keras, backup=backup, logs=logs, patience=config.patience,
-        samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None)
+        samples_per_epoch=pipes.steps_per_epoch * pipes.global_batch, with_validation=pipes.val is not None,
+        input_waited=waited)
     callbacks.extend(extra_callbacks)
     verbose = 1 if os.isatty(1) and not config.dry_run else 2
-    model.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
-              steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless, seeded)
+    try:
+        model.fit(pipes.train, validation_data=pipes.val, epochs=config.epochs, callbacks=callbacks, verbose=verbose,
+                  steps_per_epoch=pipes.steps_per_epoch, shuffle=False)  # the pipeline shuffles (stateless, seeded)
+    finally:
+        pipes.close()
     return pipes, recorder, timer, logs
 
 
@@ -140,7 +148,8 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
                        replicas=replicas, found=found, strategy_name=choice.name, cluster=cluster,
                        global_batch=pipes.global_batch, learning_rate=learning_rate, keras=keras,
                        distribution=choice.reason)
-    metrics.update(precision=config.precision, jit_compile=bool(parallel.jit_compile))
+    metrics.update(precision=config.precision, jit_compile=bool(parallel.jit_compile),
+                   input_wait_fraction=timer.input_wait_fraction)
     manifest, reload_check = write_artifacts(config, job_dir, logs, template, recorder.history, metrics, started,
                                              arrays.x_test[: pipes.global_batch])
     return RunResult(config, metrics, job_dir.uri, manifest, template, reload_check)
