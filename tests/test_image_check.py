@@ -173,3 +173,40 @@ def test_a_retired_image_the_user_names_is_refused_before_anything_is_sent(cloud
         "your package on it as a custom container): --runtime-version 2.21 or --executor-image "
         "tensorflow/tensorflow:2.21.0"]
     assert cloud.objects() == [] and cloud.vertex_jobs() == []
+
+
+# -- the true cause, every time ------------------------------------------------------------------------------------
+def test_a_pin_with_no_release_for_the_images_python_is_named_as_such():
+    """numpy 1.22.3 needs Python 3.8: the cause is said from what the index answers, never guessed when it is slow
+    (an unanswered look-up was once read as "it has a release" and became a false conflict with TensorFlow's pins)."""
+    with pytest.raises(UsageError, match=r"^requirement numpy==1\.22\.3 has no release for Python 3\.7, which "
+                                         r"tf-cpu\.2-8 runs"):
+        image_check.resolve(["numpy==1.22.3"], images.tensorflow_image("2.8", "cpu", python="3.7"))
+
+
+def test_a_pin_with_only_a_source_distribution_for_the_images_python_is_said_before_any_build():
+    """pandas 1.4.1 has wheels up to Python 3.10: on Python 3.11 pip would build it from source at every job start
+    (190 s, then fail): one early line, before anything is built."""
+    _, warnings = image_check.resolve(["pandas==1.4.1"], images.find("tensorflow/tensorflow:2.21.0"))
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "pandas==1.4.1 has no wheel for Python 3.11, only a source distribution: pip builds it from source at every "
+        "start of the job on tensorflow/tensorflow:2.21.0"), warnings
+
+
+@pytest.mark.parametrize("files, said", [
+    ({"pyproject.toml": "[project]\nname = 'pkg'\nversion = '0.1'\ndependencies = ['protobuf<5']\n"},
+     "pyproject.toml ([project] dependencies)"),
+    ({"requirements.txt": "protobuf<5\n"}, "requirements.txt"),
+    ({"setup.py": "from setuptools import setup\nsetup(name='pkg', install_requires=open('requirements.txt').read()"
+                  ".split())\n", "requirements.txt": "protobuf<5\n"}, "requirements.txt (which setup.py reads)"),
+    ({"setup.py": "from setuptools import setup\nsetup(name='pkg', install_requires=['protobuf<5'])\n"},
+     "setup.py (install_requires)"),
+])
+def test_a_conflict_is_advised_where_the_package_declares_its_requirements(tmp_path, files, said):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(UsageError) as err:
+        image_check.resolve(["protobuf<5"], images.find("tensorflow/tensorflow:2.21.0"),
+                            where=image_check.declared_in(tmp_path))
+    assert err.value.message.startswith("requirement protobuf<5 would replace the image's protobuf")
+    assert err.value.hint.startswith(f"change the requirement in {said} to one tensorflow/tensorflow:2.21.0 can take")

@@ -194,7 +194,7 @@ def _check_on_image(plan, choice, extras: tuple[str, ...] = ()) -> tuple[str | N
 
     sha256, _ = archive_digest(plan)  # computed in memory: the archive is written once, by package_plan
     result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sha256, choice.image,
-                   staged=(DISTRIBUTION, *extras))
+                   staged=(DISTRIBUTION, *extras), project=plan.package_dir.parent)
     return describe(result, choice.image), list(result.warnings)
 
 

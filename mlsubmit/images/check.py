@@ -169,12 +169,75 @@ def _no_release(requirement: str, image: Image, said: str = "", *,
                       f"{said}", hint=hint)
 
 
-def _has_release(requirement: str, image: Image, scratch: str) -> bool:
+def _has_release(requirement: str, image: Image, scratch: str) -> tuple[bool | None, str]:
     """Whether `requirement` alone has a release for the image's Python (pip says "no matching distributions" both
-    for that and for a conflict with the image's pins: only the first is about the Python)."""
-    done = _pip(["install", "--dry-run", "--no-deps", *foreign_python_args(image, Path(scratch, "alone")),
-                 "--timeout", "15", "--retries", "1", requirement])
-    return done.returncode == 0 or not (_NO_MATCH.search(done.stderr) or "from versions: none" in done.stderr)
+    for that and for a conflict with the image's pins: only the first is about the Python), and what pip said it
+    ignored. None when the index gave no answer (a timeout on a loaded machine): never read as "it has one", which
+    turned a missing release into a false conflict depending on load; asked twice, with pip's own timeouts."""
+    for _ in range(2):
+        done = _pip(["install", "--dry-run", "--no-deps", *foreign_python_args(image, Path(scratch, "alone")),
+                     requirement])
+        ignored = _OTHER_PYTHON.search(done.stderr)
+        detail = f" (pip ignored: {ignored.group(1)[:160]})" if ignored else ""
+        if done.returncode == 0:
+            return True, ""
+        if any(word in done.stderr for word in _OFFLINE):  # pip says "from versions: none" when it could not ask
+            continue
+        if _NO_MATCH.search(done.stderr) or "from versions: none" in done.stderr:
+            return False, detail
+    return None, ""
+
+
+_BUILDING = ("Preparing metadata", "Getting requirements to build", "Installing build dependencies")
+
+
+def _only_sdist(requirement: str, image: Image, scratch: str) -> bool | None:
+    """For a requirement with no wheel for the image's Python: whether a source distribution of it accepts that
+    Python (True: the image's pip would build it at every job start), or whether none does (False: no release for
+    that Python at all). pip is asked with source distributions allowed and stopped as soon as it starts to build one
+    (it says so before building): what it printed decides, not how long it took. None: the index did not answer."""
+    import mlsubmit.local.children as children
+
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-binary=:all:", "--no-input",
+            "--disable-pip-version-check", "--target", str(Path(scratch, "source")), "--ignore-installed",
+            "--python-version", f"{image.python}.99", requirement]
+    temp = Path(scratch, "source-tmp")  # what the stopped pip leaves goes with the caller's scratch folder
+    temp.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")}
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               stdin=subprocess.DEVNULL, env={**env, "TMPDIR": str(temp)},
+                               **children.popen_kwargs())
+    said = []
+    try:
+        for line in process.stdout:
+            said.append(line)
+            if any(step in line for step in _BUILDING):
+                return True
+        process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            children.kill_group(process)
+            process.wait()
+        process.stdout.close()
+    text = "".join(said)
+    if any(word in text for word in _OFFLINE):
+        return None
+    return False if (_NO_MATCH.search(text) or "from versions: none" in text) else None
+
+
+def _without_wheel(requirement: str, image: Image, scratch: str, ignored: str = "") -> str:
+    """The warning for a requirement with no wheel for the image's Python, said before anything is built: its source
+    distribution is built at every job start. Raises UsageError when it has no release for that Python at all."""
+    source = _only_sdist(requirement, image, scratch)
+    if source is False:
+        raise _no_release(requirement, image, ignored)
+    if source is None:
+        return (f"{requirement} has no wheel for Python {image.python} on the index, and the index did not say "
+                f"whether a source distribution fits: not resolved against {image.name}")
+    return (f"{requirement} has no wheel for Python {image.python}, only a source distribution: pip builds it from "
+            f"source at every start of the job on {image.name} (a compiled package takes minutes and fails without "
+            f"its compilers); require a release with a wheel for Python {image.python}. Not resolved against "
+            f"{image.name}")
 
 
 def _carried_by(requirement: str, carried) -> bool:
@@ -189,10 +252,27 @@ def _carried_by(requirement: str, carried) -> bool:
                and parsed.specifier.contains(item.version, prereleases=True) for item in carried)
 
 
-def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] = ()) -> tuple[dict[str, str] | None,
-                                                                                          list[str]]:
+def declared_in(project: Path | None) -> str:
+    """Where a package's requirements are written, for advice that fits its layout: the setup.py beside it (its
+    REQUIRED_PACKAGES, or the requirements.txt it reads), its pyproject.toml, or its requirements.txt."""
+    if project is None:
+        return "the package's requirements"
+    setup, pyproject, listed = (Path(project, name) for name in ("setup.py", "pyproject.toml", "requirements.txt"))
+    if setup.is_file():
+        text = setup.read_text(errors="replace")
+        if "requirements.txt" in text and listed.is_file():
+            return "requirements.txt (which setup.py reads)"
+        return "setup.py (REQUIRED_PACKAGES)" if "REQUIRED_PACKAGES" in text else "setup.py (install_requires)"
+    if pyproject.is_file():
+        return "pyproject.toml ([project] dependencies)"
+    return "requirements.txt" if listed.is_file() else "the package's requirements"
+
+
+def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] = (),
+            where: str = "the package's requirements") -> tuple[dict[str, str] | None, list[str]]:
     """({name: version} pip would install for `requirements` on the image, or None when not checked, warnings).
-    `staged`: distributions the job stages before the package (never fetched from an index).
+    `staged`: distributions the job stages before the package (never fetched from an index); `where`: where the
+    requirements are written (declared_in), for the advice.
 
     Raises:
         UsageError: a requirement the image cannot take.
@@ -230,13 +310,26 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
                                          f"not resolved against {image.name}"]
             unavailable = _UNAVAILABLE.search(said)  # pip 23.1+: names what it found no fitting release of
             names = {_name(r): r for r in requirements}
+            dropped = False
             for missing in (unavailable.group(1).split(",") if unavailable else ()):
-                if _name(missing) in names and not _has_release(names[_name(missing)], image, tmp):
-                    raise _no_release(names[_name(missing)], image)
+                if _name(missing) not in names:
+                    continue
+                released, ignored = _has_release(names[_name(missing)], image, tmp)
+                if released is False:
+                    warnings.append(_without_wheel(names[_name(missing)], image, tmp, ignored))
+                    requirements.remove(names[_name(missing)])
+                    dropped = True
+                    break
+                if released is None:  # the cause is unknown: say so, never a guess
+                    return None, [*warnings, f"the package index did not answer whether "
+                                             f"{names[_name(missing)]} has a release for Python {image.python}: "
+                                             f"the requirements were not resolved against {image.name}"]
+            if dropped:
+                continue
             conflict = _conflict(said, requirements, image, carried)  # a real conflict, even with an index down
             if conflict:
-                raise UsageError(conflict, hint=f"change the requirement in setup.py (REQUIRED_PACKAGES) to one "
-                                                f"{image.name} can take, or run on an image that carries it")
+                raise UsageError(conflict, hint=f"change the requirement in {where} to one {image.name} can take, "
+                                                "or run on an image that carries it")
             if any(word in said for word in _OFFLINE):
                 return None, [*warnings, f"offline: the package index could not be reached, so the requirements "
                                          f"({', '.join(requirements)}) were not resolved against {image.name}'s "
@@ -247,10 +340,9 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
                 raise _no_release(missing.group(1), image, f" (pip ignored: {other_python.group(1)[:160]})",
                                   hint="require a release that supports that Python")
             if missing and _name(missing.group(1)) in names:
-                dropped = names[_name(missing.group(1))]
-                warnings.append(f"{dropped} has no wheel for Python {image.python} on the index (an sdist only, or "
-                                f"no such package): not resolved against {image.name}")
-                requirements.remove(dropped)
+                lacking = names[_name(missing.group(1))]
+                warnings.append(_without_wheel(lacking, image, tmp))
+                requirements.remove(lacking)
                 continue
             tail = " | ".join(line.strip() for line in said.splitlines() if line.startswith("ERROR"))[-300:]
             why = tail or f"exit code {done.returncode}"
@@ -277,7 +369,7 @@ def _keep(path: Path, content: object) -> None:
 
 
 def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256: str, image: Image, *,
-          staged: Iterable[str] = ()) -> ImageCheck:
+          staged: Iterable[str] = (), project: Path | None = None) -> ImageCheck:
     """Check a package (its requirements, its (name, file) pairs, the sha256 of its sdist) against `image`;
     `staged`: the distributions staged before it (see `resolve`).
 
@@ -295,7 +387,7 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
     if reused:
         resolved, warnings = dict(json.loads(kept.read_text())), []
     else:
-        resolved, warnings = resolve(requirements, image, staged=staged)
+        resolved, warnings = resolve(requirements, image, staged=staged, where=declared_in(project))
     _check_removed(files, resolved, image)
     result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings),
                         resolution_cached=reused)
@@ -361,7 +453,7 @@ def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None, *,
         return None
     plan = planned.plan
     result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], planned.sha256, chief.image,
-                   staged=staged)
+                   staged=staged, project=plan.package_dir.parent)
     for warning in result.warnings:
         say(f"warning: {warning}")
     say(describe(result, chief.image))

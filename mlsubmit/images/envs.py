@@ -229,8 +229,9 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
                        timeout=300)
         done = run_pip(building / "bin" / "python", ["install", "--no-input", *requirements])
         if done.returncode != 0:
-            last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
-            raise UsageError(f"the environment of {image.name} could not be built: pip: {last[0]}",
+            from mlsubmit.images.pip_errors import pip_reason
+
+            raise UsageError(f"the environment of {image.name} could not be built: pip: {pip_reason(done.stderr)}",
                              hint=OPT_OUT_HINT)
         _check_imports(image, building / "bin" / "python")
         Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": requirements}))

@@ -122,7 +122,10 @@ def _packages_key(packages: list[Path]) -> str:
 
 
 def _last_line(text: str) -> str:
-    return ([line for line in text.splitlines() if line.strip()][-1:] or ["(no output)"])[0]
+    """pip's reason (mlsubmit.images.pip_errors), not its closing `hint: See above for details.`"""
+    from mlsubmit.images.pip_errors import pip_reason
+
+    return pip_reason(text)
 
 
 def _install_package(python: Path, sdist: Path, image: Image, say: Callable[[str], None]) -> None:

@@ -106,7 +106,7 @@ def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module:
         before = [build_runtime(dist).path] if needs_runtime(plan) else []
         before += [extra.path for extra in extras if extra.path is not None]
         checked = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sdist.sha256, image,
-                        staged=(DISTRIBUTION, *staged_names(extras)))
+                        staged=(DISTRIBUTION, *staged_names(extras)), project=plan.package_dir.parent)
         for warning in checked.warnings:
             say(f"warning: {warning}")
         say(describe(checked, image))

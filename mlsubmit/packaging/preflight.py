@@ -127,21 +127,11 @@ def _tail(text: str, lines: int = 6) -> str:
 
 
 def build_cause(output: str) -> str:
-    """What made a build fail, one line: the last error lines inside pip's "[N lines of output]" block (a
-    setup.py's own traceback), else pip's ERROR lines, else the last lines."""
-    lines = [line.strip(" │╰─>") for line in output.splitlines()]
-    starts = [i for i, line in enumerate(lines) if line.strip().endswith("lines of output]")]
-    if starts:
-        block = [line.strip() for line in lines[starts[-1] + 1:] if line.strip()]
-        block = block[:next((i for i, line in enumerate(block) if line == "[end of output]"), len(block))]
-        errors = [line for line in block if "Error" in line or line.lower().startswith("error")]
-        if errors:
-            return " | ".join(errors[-2:])
-        if block:
-            return " | ".join(block[-3:])
-    from mlsubmit.packaging.requirements import pip_error
+    """What made a build or an install fail, one line (mlsubmit.images.pip_errors: the build's own error lines, else
+    pip's ERROR lines, else the last lines)."""
+    from mlsubmit.images.pip_errors import pip_reason
 
-    return pip_error(output) if "ERROR:" in output else _tail(output)
+    return pip_reason(output)
 
 
 def _venv_python(venv_dir: Path) -> Path:
