@@ -56,9 +56,14 @@ def record(path: Path, kind: str) -> Path:
     path = Path(path)
     info = os.stat(path)
     entry = _line(kind=kind, file=path.name, inode=info.st_ino, mtime_ns=info.st_mtime_ns)
-    descriptor = os.open(path.parent / MARK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        descriptor = os.open(path.parent / MARK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:  # a full disk: the file is kept all the same, unlisted (never pruned) — the safe side
+        return path
     try:
         os.write(descriptor, entry)  # one write of one short line: appends of concurrent writers never interleave
+    except OSError:
+        pass
     finally:
         os.close(descriptor)
     return path
