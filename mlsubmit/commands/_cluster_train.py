@@ -74,12 +74,14 @@ def reject_cloud_only(spec_flags: dict[str, Any], engine: Any) -> None:
 def _study(engine: Any, spec: Any, tuning: Any, target: str, *, api: str, package_path: str) -> None:
     """The trials of `tuning` on the cluster, one after another; rendered as `train --local`'s study is."""
     from mlsubmit.commands._local_tuning import render_study
+    from mlsubmit.extras import require
     from mlsubmit.jobspec.job_names import generate_job_name
     from mlsubmit.local import local_job
     from mlsubmit.targets.cluster_record import check_job_id
     from mlsubmit.targets.cluster_run import build_packages
     from mlsubmit.targets.cluster_tuning import ClusterTuning
 
+    require("tuning", purpose=f"a tuning study on {target} (--hptune-config)")
     local_job.check_runnable(spec)
     if spec.job_name:
         check_job_id(spec.job_name, "--job-name")  # each trial's record is named after it

@@ -124,6 +124,10 @@ def describe_command(
     checked_output(output)
     if plot is not None and not plot.lower().endswith(".png"):
         raise invalid_value("--plot", plot, "a file name ending in .png", hint=f"use {plot}.png")
+    if plot is not None:
+        from mlsubmit.extras import require
+
+        require("tuning", purpose="--plot", modules=("matplotlib",))
     service, _ = _connect(target)
     service, status = _lookup(service, job)
     results = results_of(status.resource)

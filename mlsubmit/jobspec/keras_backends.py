@@ -14,10 +14,10 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+from mlsubmit.extras import found, install_hint
 
 VARIABLE = "KERAS_BACKEND"
 DEFAULT = "tensorflow"  # what Keras runs when KERAS_BACKEND is not set
@@ -28,17 +28,17 @@ KINDS = ("cpu", "gpu", "tpu")
 class KerasBackend:
     name: str  # KERAS_BACKEND's value
     module: str  # imported by Keras for this backend; must be importable where the job runs
-    extra: str | None  # the mlsubmit extra that installs it (None: mlsubmit's own requirements carry it)
+    extra: str  # the mlsubmit extra that installs it (the core carries no framework)
     cloud: dict[str, tuple[str, ...]]  # pool kind -> requirements the cloud's pip install adds
     data_parallel: str  # how one replica uses several devices with this backend
 
     @property
     def install(self) -> str:
-        return f"pip install 'mlsubmit[{self.extra}]'" if self.extra else "pip install --force-reinstall mlsubmit"
+        return install_hint(self.extra)
 
 
 BACKENDS: dict[str, KerasBackend] = {b.name: b for b in (
-    KerasBackend("tensorflow", "tensorflow", None, {kind: () for kind in KINDS},
+    KerasBackend("tensorflow", "tensorflow", "tensorflow", {kind: () for kind in KINDS},
                  "tf.distribute.MirroredStrategy over the replica's GPUs (the prebuilt images carry TensorFlow)"),
     KerasBackend("jax", "jax", "jax", {"cpu": ("jax",), "gpu": ("jax[cuda12]",), "tpu": ("jax[tpu]",)},
                  "keras.distribution.DataParallel over jax.devices()"),
@@ -73,29 +73,4 @@ def requirements(backend: str, kind: str) -> tuple[str, ...]:
 
 def installed(name: str) -> bool:
     """Whether the backend's module can be imported here (found, not imported)."""
-    try:
-        return importlib.util.find_spec(BACKENDS[name].module) is not None
-    except (ImportError, ValueError):  # a finder that refuses it, or a half-imported module: not usable here
-        return False
-
-
-def require_installed(backends: tuple[str, ...], *, where: str = "mlsubmit's environment") -> None:
-    """Every backend's module importable here (found, not imported).
-
-    Raises:
-        UsageError: the first missing one, naming the extra that installs it.
-    """
-    for name in backends:
-        backend = BACKENDS[name]
-        if not installed(name):
-            raise UsageError(f"invalid value for --backends: {name} needs the {backend.module} package, which is not "
-                             f"installed in {where}", hint=f"install it with {backend.install}")
-
-
-def refuse_for_legacy(backends: tuple[str, ...]) -> None:
-    """Legacy AI Platform sets no environment variable for a Python package, so KERAS_BACKEND cannot reach it."""
-    others = [name for name in backends if name != "tensorflow"]
-    if others:
-        raise UsageError(f"invalid value for --backends with --api legacy: {others[0]}; a legacy job sets no "
-                         "environment variables (KERAS_BACKEND) for its Python package",
-                         hint="use --api vertex, or --backends tensorflow")
+    return found(BACKENDS[name].module)

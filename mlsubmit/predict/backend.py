@@ -7,6 +7,7 @@ Keras already imported under another backend). Light: no Keras, no TensorFlow, n
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
 
@@ -35,11 +36,38 @@ def keras_imported_under() -> str | None:
     return backend() if callable(backend) else None
 
 
+def keras_version() -> str | None:
+    """The version of the Keras this process would import (tf-keras under TF_USE_LEGACY_KERAS=1), read from its
+    metadata without importing it; None when none is installed."""
+    from mlsubmit_runtime.kerasmod import legacy_keras_requested
+
+    try:
+        return importlib.metadata.version("tf-keras" if legacy_keras_requested() else "keras")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def keras_major() -> int:
+    """The major version of the Keras found here (0 when none is)."""
+    version = keras_version() or "0"
+    return int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0
+
+
 def check_installed(name: str) -> None:
-    """Raises UsageError, with the command that installs it, when the backend's package cannot be imported."""
+    """Raises UsageError, with the command that installs it, when the backend's package cannot be imported, when no
+    Keras is installed beside it, or when the Keras found (2.x: TensorFlow 2.15 and older) cannot run `name`."""
     if not installed(name):
         raise UsageError(f"invalid value for --backend: received {name!r}, but {name} is not installed",
                          hint=BACKENDS[name].install)
+    version = keras_version()
+    if version is None:
+        raise UsageError(f"mlsubmit predict needs Keras beside {name}, and this Python ({sys.executable}) has none",
+                         hint=BACKENDS["tensorflow"].install if name == "tensorflow" else "pip install 'keras>=3'")
+    if keras_major() < 3 and name != "tensorflow":
+        raise UsageError(f"invalid value for --backend: received {name!r}, but the Keras here is {version}, which "
+                         "runs on TensorFlow only (Keras 3 brought the jax and torch backends)",
+                         hint="predict with --backend tensorflow, or in a venv with Keras 3: pip install "
+                         f"'mlsubmit[{BACKENDS[name].extra}]' keras")
 
 
 def activate(name: str) -> None:

@@ -51,15 +51,29 @@ def _is_keras_own(config: dict) -> bool:
 
 
 def _config_json(model_file: Path):
-    if Path(model_file).suffix != ".keras":
-        return None
+    """The model's serialized config: config.json of a .keras archive, the `model_config` attribute of an .h5."""
+    suffix = Path(model_file).suffix
     try:
-        with zipfile.ZipFile(model_file) as archive:
-            config = json.loads(archive.read("config.json"))
+        if suffix == ".keras":
+            with zipfile.ZipFile(model_file) as archive:
+                config = json.loads(archive.read("config.json"))
+        elif suffix == ".h5":
+            import h5py
+
+            with h5py.File(model_file, "r") as h5:
+                text = h5.attrs.get("model_config")
+            config = json.loads(text.decode() if isinstance(text, bytes) else text) if text is not None else None
+        else:
+            return None
         list(_layer_configs(config))  # walked once here: a config nested beyond recursion is not a model's
         return config
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, RecursionError):
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, TypeError, RecursionError):
         return None
+
+
+def has_lambda(model_file: Path) -> bool:
+    """Whether the saved model holds a Lambda layer (whose stored code runs when it is loaded)."""
+    return any(node["class_name"] == "Lambda" for node in _layer_configs(_config_json(model_file)))
 
 
 def _layer_name(config, class_name: str) -> str | None:

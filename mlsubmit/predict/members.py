@@ -22,8 +22,8 @@ from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
 from mlsubmit.jobspec.keras_backends import BACKENDS as BACKEND_NAMES
 from mlsubmit.predict.archive import check_archive
-from mlsubmit.predict.backend import activate
-from mlsubmit.predict.layers import stranded_layer
+from mlsubmit.predict.backend import activate, keras_major, keras_version
+from mlsubmit.predict.layers import has_lambda, stranded_layer
 from mlsubmit.predict.sources import ModelSource
 
 
@@ -95,6 +95,12 @@ def _not_carried_across(source: ModelSource, backend: str, exc: Exception) -> Us
                       "predict with the Keras version and backend it was saved with")
 
 
+def _lambda_refused(source: ModelSource) -> UsageError:
+    return UsageError(f"model {source.name} contains a Lambda layer: loading it runs Python code stored in the file, "
+                      "which can do anything (arbitrary code execution), so Keras safe mode refuses it",
+                      hint="pass --unsafe only if you trust where this model came from")
+
+
 def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAULT_BACKEND) -> Member:
     """Load one model file, in this process's Keras backend, and read its input shape and class count.
 
@@ -108,19 +114,26 @@ def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAUL
             a file Keras cannot load, or a model that does not output one probability per class.
     """
     check_archive(source.model_file, source.name)  # before TensorFlow loads: bounded, whole (not "File not found")
+    legacy = keras_major() < 3  # Keras 2 (TensorFlow 2.15 and older) has no safe mode for .h5: checked here
+    if legacy and not unsafe and has_lambda(source.model_file):
+        raise _lambda_refused(source)
     keras = _keras(backend)
     _quiet_retracing(backend)
     try:
-        model = keras.models.load_model(str(source.model_file), compile=False, safe_mode=not unsafe)
+        safe = {} if legacy else {"safe_mode": not unsafe}
+        model = keras.models.load_model(str(source.model_file), compile=False, **safe)
     except Exception as exc:  # Keras raises ValueError, TypeError, OSError… for files it cannot load
         if not unsafe and _is_safe_mode_refusal(exc):
-            raise UsageError(f"model {source.name} contains a Lambda layer: loading it runs Python code stored in "
-                             "the file, which can do anything (arbitrary code execution), so Keras safe mode "
-                             "refuses it", hint="pass --unsafe only if you trust where this model came from") from None
+            raise _lambda_refused(source) from None
         stranded = _not_carried_across(source, backend, exc)
         if stranded is not None:
             raise stranded from None
         first = (str(exc).splitlines() or [""])[0][:200]
+        if legacy:
+            raise UsageError(f"invalid value for MODEL: Keras {keras_version()} (found here) cannot load "
+                             f"{source.name} ({type(exc).__name__}: {first})",
+                             hint="predict in a venv of its own with Keras 3: pipx install 'mlsubmit[tensorflow]'"
+                             ) from None
         raise UsageError(f"invalid value for MODEL: cannot load {source.name} as a Keras model "
                          f"({type(exc).__name__}: {first})") from None
     inputs, outputs = model.inputs, model.outputs

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
+from mlsubmit.extras import require
 from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
 from mlsubmit.predict.backend import check_installed, parse_backend
 
@@ -151,6 +152,8 @@ def make_request(models: list[str] | tuple[str, ...], inputs: list[str] | tuple[
         _check_output(out, inputs)
     backend = parse_backend(backend)
     check_installed(backend)
+    require("predict", purpose="mlsubmit predict",  # the confusion-matrix PNG needs matplotlib, nothing else does
+            modules=("numpy", "h5py") + (("matplotlib",) if out is not None and labels else ()))
     return PredictRequest(models=models, inputs=inputs, input_key=input_key,
                           weights=parse_weights(weights, len(models)), output=out, labels=labels or None,
                           batch_size=batch_size, unsafe=unsafe, cache_dir=Path(cache_dir) if cache_dir else None,

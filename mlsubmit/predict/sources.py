@@ -120,8 +120,16 @@ def _check_space(job_dir: str, cache: Cache, entries: list[Entry]) -> None:
                          f"{free:,} bytes free", hint="free some space, or set MLSUBMIT_HOME to a larger disk")
 
 
+def _preferred_files() -> tuple[str, ...]:
+    """MODEL_FILES in the order this process's Keras loads best: Keras 2 (TensorFlow ≤ 2.15) reads Keras 3's .h5
+    files, not its .keras archives."""
+    from mlsubmit.predict.backend import keras_major
+
+    return MODEL_FILES if keras_major() >= 3 else tuple(reversed(MODEL_FILES))
+
+
 def _pick(job_dir: str, files: dict[str, Path]) -> tuple[Path, dict | None]:
-    model = next(files[f] for f in MODEL_FILES if f in files)
+    model = next(files[f] for f in _preferred_files() if f in files)
     metrics = None
     if METRICS in files:
         _check_json_size(job_dir, METRICS, files[METRICS].stat().st_size)
