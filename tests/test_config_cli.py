@@ -102,3 +102,39 @@ def test_help_states_precedence_and_comes_from_the_table():
     for name in (*machines.ACCELERATORS, *machines.REGIONS, *machines.TIERS, "complex_model_m_gpu", "n1-standard-16"):
         assert name in compact, name
     assert "config" in CliRunner().invoke(app, ["--help"]).stdout
+
+
+def test_legacy_runtime_and_python_pairs_are_the_ones_ml_v1_offered():
+    # ml.v1 pythonVersion (and gcloud --python-version): 3.7 from 1.15 on, 3.5 from 1.4 to 1.14, 2.7 up to 1.15
+    runner = CliRunner()
+    for runtime, python in (("1.0", "2.7"), ("1.3", "2.7"), ("1.4", "3.5"), ("1.14", "3.5"), ("1.15", "3.7"),
+                            ("2.11", "3.7")):
+        done = runner.invoke(app, ["config", "--format", "legacy", "--runtime-version", runtime])
+        assert done.exit_code == 0, done.stderr
+        training = yaml.safe_load(done.stdout)["trainingInput"]
+        assert (training["runtimeVersion"], training["pythonVersion"]) == (runtime, python)
+    never = runner.invoke(app, ["config", "--format", "legacy", "--runtime-version", "1.0", "--python-version", "3.5"])
+    assert never.exit_code == 2 and never.stdout == "" and never.stderr == (
+        "error: invalid value for --python-version: received '3.5'; legacy AI Platform ran runtime 1.0 with Python "
+        "2.7; use --python-version 2.7\n")
+    text = " ".join(runner.invoke(app, ["config", "--help"]).stdout.split())
+    assert "2.7 with runtimes 1.0-1.15, 3.5 with runtimes 1.4-1.14, 3.7 with runtimes 1.15-2.11, 3.8 with runtime " \
+           "2.12" in text and "2.11 (3.7 or 3.10)" in text
+
+
+def test_legacy_output_says_the_service_shut_down():
+    done = CliRunner().invoke(app, ["config", "--format", "legacy"])
+    assert done.exit_code == 0
+    assert "warning: legacy AI Platform Training shut down on 2025-01-31 (deprecated 2023-07-26): Google no longer " \
+           "runs this file" in done.stderr
+    assert "shut down" not in CliRunner().invoke(app, ["config", "--format", "vertex"]).stderr
+
+
+def test_a_prebuilt_image_config_without_a_package_is_warned_as_the_service_refuses_it():
+    image = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    bare = CliRunner().invoke(app, ["config", "--executor-image", image])
+    assert bare.exit_code == 0 and "packageUris" not in bare.stdout
+    assert ("warning: this file names no package, and Vertex AI refuses a pythonPackageSpec without one "
+            "(pythonPackageSpec.packageUris: required field is missing)") in bare.stderr
+    staged = CliRunner().invoke(app, ["config", "--executor-image", image, "--package-uris", "gs://bkt1/t-0.1.tar.gz"])
+    assert staged.exit_code == 0 and "warning" not in staged.stderr

@@ -181,3 +181,71 @@ def test_train_refuses_a_container_job_instead_of_staging_an_unused_package(tmp_
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "mlsubmit train runs a Python package, and this job names the custom container gcr.io/my-project/" \
            "trainer:v3" in result.stderr
+
+
+TPU_FILE = """\
+trainingInput:
+  scaleTier: {tier}
+{extra}  region: us-central1
+  pythonModule: trainer.task
+  packageUris: [gs://bkt/t.tar.gz]
+"""
+TPU_FILES = {  # Vertex AI serves no TensorFlow TPU image (tf-tpu.2-15.cp310 ended 2025-10-23): nothing runs in its place
+    "runtime 1.14": TPU_FILE.format(tier="BASIC_TPU", extra="  runtimeVersion: '1.14'\n  pythonVersion: '3.5'\n"),
+    "no image": TPU_FILE.format(tier="CUSTOM", extra="  masterType: n1-standard-4\n  workerType: cloud_tpu\n"
+                                                     "  workerCount: 1\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(TPU_FILES))
+def test_a_tpu_file_with_no_image_vertex_serves_is_refused_and_its_gpu_way_out_is_accepted(tmp_path, name):
+    path = tmp_path / "tpu.yaml"
+    path.write_text(TPU_FILES[name])
+    refused = CliRunner().invoke(app, ["config", "--config", str(path)])
+    assert refused.exit_code == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1, refused.stderr
+    assert "Vertex AI serves no TensorFlow TPU training image any more (tf-tpu.2-15.cp310, the last, ended " \
+           "2025-10-23)" in refused.stderr and "tf-tpu.2-15.cp310:latest" not in refused.stderr
+    way_out = refused.stderr.rstrip().rsplit("train on one GPU instead (", 1)[1].removesuffix(")").split()
+    followed = CliRunner().invoke(app, ["config", "--config", str(path), *way_out])
+    assert followed.exit_code == 0, followed.stderr
+    (pool,) = yaml.safe_load(followed.stdout)["workerPoolSpecs"]
+    assert pool["machineSpec"] == {"machineType": "g2-standard-4", "acceleratorType": "NVIDIA_L4",
+                                   "acceleratorCount": 1}
+    # the other way out: an image of the user's that carries TensorFlow for Cloud TPU VMs
+    named = CliRunner().invoke(app, ["config", "--config", str(path), "--executor-image", "gcr.io/p/tf-tpu:1"])
+    assert named.exit_code == 0 and yaml.safe_load(named.stdout)["workerPoolSpecs"][0]["containerSpec"][
+        "imageUri"] == "gcr.io/p/tf-tpu:1"
+
+
+def test_the_tpu_way_out_is_accepted_from_flags_too():
+    refused = CliRunner().invoke(app, ["config", "--tier", "BASIC_TPU"])
+    assert refused.exit_code == 2 and "--tier CUSTOM --machine-type g2-standard-4 --gpus 1 --workers 0" in refused.stderr
+    followed = CliRunner().invoke(app, ["config", "--tier", "BASIC_TPU", "--tier", "CUSTOM", "--machine-type",
+                                        "g2-standard-4", "--gpus", "1", "--workers", "0"])
+    assert followed.exit_code == 0, followed.stderr
+
+
+def test_a_tpu_count_the_file_named_is_said_when_it_changes(tmp_path):
+    path = tmp_path / "tpu.yaml"
+    path.write_text(STANDARD_TPU.replace("  runtimeVersion", "  masterConfig:\n    acceleratorConfig: {type: TPU_V3, "
+                                                             "count: 4}\n  runtimeVersion"))
+    result = CliRunner().invoke(app, ["config", "--config", str(path), "--format", "legacy"])
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["trainingInput"]["workerConfig"] == {
+        "acceleratorConfig": {"count": "8", "type": "TPU_V3"}}
+    assert ("warning: trainingInput.masterConfig.acceleratorConfig.count: 4 becomes 8: a cloud_tpu worker is one "
+            "Cloud TPU of 8 cores, the only count both services take") in result.stderr.splitlines()
+
+
+def test_the_estimate_of_a_converted_file_prices_the_pools_sent(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text(STANDARD_TPU)  # a master standard + a TPU worker: Vertex AI runs pool 0 on the TPU VM alone
+    tpu = CliRunner().invoke(app, ["config", "--config", str(path), "--executor-image", "gcr.io/p/tf-tpu:1"])
+    assert tpu.exit_code == 0, tpu.stderr
+    estimate = tpu.stderr.split("cost estimate (")[1].splitlines()
+    assert estimate[1].startswith("  chief: 1 x (cloud-tpu ") and not any("n1-standard-4" in x for x in estimate)
+    path.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: complex_model_m_gpu\n"
+                    "  pythonModule: trainer.task\n  packageUris: [gs://bkt/t.tar.gz]\n")
+    gpu = CliRunner().invoke(app, ["config", "--config", str(path)])  # 4 K80 become 4 T4 on n1-standard-16
+    assert gpu.exit_code == 0, gpu.stderr
+    assert "  chief: 1 x (n1-standard-16 $" in gpu.stderr and "4 x NVIDIA_TESLA_T4 $" in gpu.stderr

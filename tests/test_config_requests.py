@@ -104,8 +104,8 @@ def test_tpu_becomes_pool_0_on_vertex():
     assert document["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "cloud-tpu", "acceleratorType": "TPU_V2",
                                                              "acceleratorCount": 8}
     assert len(document["workerPoolSpecs"]) == 1
-    assert notes == ["chief: Vertex AI runs the program on the TPU VM (pool 0); the chief's n1-standard-4 "
-                     "is dropped"]
+    assert notes[0] == "chief: Vertex AI runs the program on the TPU VM (pool 0); the chief's n1-standard-4 is dropped"
+    assert notes[1].startswith("this file names no package, and Vertex AI refuses a pythonPackageSpec without one")
     assert document["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == \
         "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
 

@@ -113,7 +113,7 @@ def test_a_migrated_file_with_a_retired_runtime_moves_to_a_served_image_and_says
         "warning: Python 3.7 cannot be kept: no image Vertex AI still runs has tensorflow on Python 3.7; check the "
         "trainer on Python 3.11 first (mlsubmit train --local --runtime-version 2.21)"]
     legacy = CliRunner().invoke(app, ["config", "--config", str(old), "--format", "legacy"])  # kept as it was
-    assert legacy.exit_code == 0 and "warning" not in legacy.stderr
+    assert legacy.exit_code == 0 and legacy.stderr.count("warning") == 1 and "shut down on 2025-01-31" in legacy.stderr
     assert yaml.safe_load(legacy.stdout)["trainingInput"]["runtimeVersion"] == "2.11"
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -18,6 +19,7 @@ from mlsubmit.images import carried
 
 from mlsubmit.cli import app
 from mlsubmit.jobspec.discovery import validate
+from mlsubmit.jobspec.requests import LEGACY_SHUT_DOWN
 
 CUSTOM_GPU_TUNING = """\
 trainingInput:
@@ -128,7 +130,7 @@ def test_hptune_config_takes_a_vertex_study_and_names_the_rest(tmp_path):
     assert result.stderr.split("cost estimate (")[0].splitlines() == [  # then the estimate (#24)
         "warning: studySpec.measurementSelectionType: has no place in a TuningSpec; not mapped",
         "warning: displayName: --hptune-config takes only the tuning spec (the job comes from --config and the "
-        "flags); not mapped"]
+        "flags); not mapped", f"warning: {LEGACY_SHUT_DOWN}"]
 
 
 PARAM = "    params:\n    - {{parameterName: lr, type: {type}, {fields}}}\n"
@@ -140,9 +142,9 @@ PARAM = "    params:\n    - {{parameterName: lr, type: {type}, {fields}}}\n"
      "MAXIMIZE, MINIMIZE; did you mean 'MAXIMIZE'?"),
     ("maxTrials: 3\n" + PARAM.format(type="DOUBLE", fields="minValue: 0.1, maxValue: 0.2"),
      "invalid value for trainingInput.hyperparameters.goal: received None; expected MAXIMIZE or MINIMIZE"),
-    ("goal: MAXIMIZE\n" + PARAM.format(type="DOUBLE", fields="minValue: 0.5, maxValue: 0.5"),
-     "invalid value for trainingInput.hyperparameters.params[0] (lr).maxValue: received 0.5; expected a value "
-     "above minValue 0.5"),
+    ("goal: MAXIMIZE\n" + PARAM.format(type="DOUBLE", fields="minValue: 0.5, maxValue: 0.4"),
+     "invalid value for trainingInput.hyperparameters.params[0] (lr).maxValue: received 0.4; expected a value "
+     "at or above minValue 0.5"),
     ("goal: MAXIMIZE\n" + PARAM.format(type="DOUBLE", fields="minValue: 0, maxValue: 1, scaleType: UNIT_LOG_SCALE"),
      "invalid value for trainingInput.hyperparameters.params[0] (lr).minValue: received 0; expected a value above "
      "0 with UNIT_LOG_SCALE"),
@@ -229,3 +231,44 @@ def test_train_dry_run_shows_the_tuning_job_it_would_create_on_either_api(tmp_pa
     body = json.loads(legacy.stdout[legacy.stdout.index("{"):legacy.stdout.index("\n}\n") + 2])
     assert body["trainingInput"]["hyperparameters"] == yaml.safe_load(CUSTOM_GPU_TUNING.replace(
         "[False, True]", "[0, 1]"))["trainingInput"]["hyperparameters"]
+
+
+JOB = "trainingInput:\n  scaleTier: BASIC\n  pythonModule: trainer.task\n  packageUris: [gs://bkt1/t-0.1.tar.gz]\n"
+
+
+def test_a_resume_only_spec_is_written_for_legacy_and_refused_in_one_line_for_vertex(tmp_path):
+    # ml.v1: resumePreviousJobId continues the previous job's study, and an unset goal defaults to MAXIMIZE
+    text = JOB + "  hyperparameters:\n    maxTrials: 4\n    resumePreviousJobId: hp_job_1\n"
+    legacy = _config(tmp_path, text, "--format", "legacy")
+    assert legacy.exit_code == 0, legacy.stderr
+    assert yaml.safe_load(legacy.stdout)["trainingInput"]["hyperparameters"] == {
+        "maxTrials": 4, "maxParallelTrials": 1, "resumePreviousJobId": "hp_job_1"}
+    assert validate("ml.v1", "GoogleCloudMlV1__Job", yaml.safe_load(legacy.stdout)) == []
+    vertex = _config(tmp_path, text, "--format", "vertex")
+    assert vertex.exit_code == 2 and vertex.stdout == "" and vertex.stderr.count("\n") == 1
+    assert "resumePreviousJobId hp_job_1 with no params has no Vertex AI equivalent" in vertex.stderr
+    # params without a goal and without a previous job: still refused
+    missing = _config(tmp_path, JOB + "  hyperparameters:\n    maxTrials: 2\n" + PARAM.format(
+        type="DOUBLE", fields="minValue: 0.1, maxValue: 0.2"))
+    assert missing.exit_code == 2 and "hyperparameters.goal: received None" in missing.stderr
+
+
+def test_equal_bounds_name_one_value_as_the_inclusive_bounds_say_and_it_is_said(tmp_path):
+    # aiplatform.v1 DoubleValueSpec/IntegerValueSpec: minValue and maxValue are "Inclusive" bounds
+    text = JOB + "  hyperparameters:\n    goal: MAXIMIZE\n    maxTrials: 2\n" + PARAM.format(
+        type="DOUBLE", fields="minValue: 0.5, maxValue: 0.5")
+    result = _config(tmp_path, text)
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["studySpec"]["parameters"][0]["doubleValueSpec"] == {
+        "minValue": 0.5, "maxValue": 0.5}
+    assert ("warning: trainingInput.hyperparameters.params[0] (lr): minValue = maxValue = 0.5: every trial gets that "
+            "value (the bounds are inclusive)") in result.stderr.splitlines()
+
+
+def test_config_from_stdin_with_a_tuning_spec_reads_it_once(tmp_path):
+    text = JOB + "  hyperparameters:\n    goal: MAXIMIZE\n    maxTrials: 2\n" + PARAM.format(
+        type="DOUBLE", fields="minValue: 0.1, maxValue: 0.2")
+    done = subprocess.run([sys.executable, "-m", "mlsubmit", "config", "--config", "/dev/stdin"], input=text,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout)["studySpec"]["parameters"][0]["parameterId"] == "lr"

@@ -171,6 +171,29 @@ def test_train_local_runs_the_trials_here_two_at_once_with_a_results_table(hp_pr
     assert (job_dir / "trials.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_train_local_tuning_installs_the_requirements_the_job_would(tmp_path):
+    # --requirements reach every trial here as they reach the cloud job (before #39 the study dropped them, and a
+    # trainer importing a --requirements package failed here though it ran in the cloud); a resume-only spec, which
+    # only legacy AI Platform could continue, is one line
+    package = make_hp_project(tmp_path / "proj")
+    (package / "task.py").write_text("import tabulate\n" + (package / "task.py").read_text())
+    spec = tmp_path / "hptuning_config.yaml"
+    spec.write_text(LEGACY_SPEC.replace("maxTrials: 4", "maxTrials: 1").replace("maxParallelTrials: 2",
+                                                                               "maxParallelTrials: 1"))
+    env = {**os.environ, "MLSUBMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(package),
+               "--python-module", "hptrainer.task", "--job-dir", str(tmp_path / "study")]
+    done = subprocess.run([*command, "--config", str(spec), "--requirements", "tabulate"], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads((tmp_path / "study" / "1" / "model" / "trial.json").read_text())["trial"] == "1"
+    spec.write_text("trainingInput:\n  hyperparameters:\n    maxTrials: 2\n    resumePreviousJobId: hp_1\n")
+    resume = subprocess.run([*command, "--config", str(spec)], capture_output=True, text=True, timeout=120,
+                            cwd=ROOT, env=env)
+    assert resume.returncode == 2 and resume.stderr.count("\n") == 1, resume.stderr
+    assert "resumePreviousJobId: received 'hp_1'" in resume.stderr
+
+
 def test_a_legacy_tuning_job_runs_its_trials_driven_by_mlsubmit_and_by_gcloud(cloud, hp_project, tmp_path):
     spec = tmp_path / "hptuning_config.yaml"
     spec.write_text(LEGACY_SPEC)

@@ -13,19 +13,33 @@ from mlsubmit.errors import OperationFailed, invalid_value
 
 
 def train_local_tuning(spec_flags: dict[str, Any], tuning: Any, tuning_notes: list[str], *, api: str,
-                       package_path: str) -> None:
+                       package_path: str, package_flags: dict[str, Any] | None = None) -> None:
+    """Run the study here: every trial runs the package as the job would, installed with its --requirements and
+    --extra-packages on the job's image environment (as `train --local` and the cloud job install them)."""
     from mlsubmit.commands._spec_options import local_spec
     from mlsubmit.jobspec.job_names import generate_job_name
+    from mlsubmit.extras import require
     from mlsubmit.local.local_run import job_python
+    from mlsubmit.packaging import resolve_extras
+    from mlsubmit.packaging.requirements_txt import split_requirements
     from mlsubmit.tuning.local_study import LocalTuning
 
+    if tuning.resume_only:
+        raise invalid_value(f"{tuning.where}.resumePreviousJobId", tuning.resume_previous_job_id, "a study with its "
+                            "own goal and params for --local (only legacy AI Platform kept the previous job's study)",
+                            hint=f"copy goal and params from job {tuning.resume_previous_job_id} into the spec")
+    package_flags = package_flags or {}
+    requirements = split_requirements(package_flags.get("requirements") or [])
+    extras = resolve_extras(package_flags.get("extra_packages") or [])
+    require("tuning", purpose="a tuning study run here (--hptune-config with --local)")
     # the hyperparameters' notes are left out: they are mapped, the trials run
     spec = local_spec(spec_flags, mapped="trainingInput.hyperparameters:", more_notes=tuple(tuning_notes))
     if spec.job_dir and spec.job_dir.startswith("gs://"):
         raise invalid_value("--job-dir", spec.job_dir, "a local directory for a study run with --local (each trial "
                             "writes its job dir and cloudml-hypertune metrics under it)", hint="pass a local --job-dir")
     say = typer.echo
-    python, name = job_python(spec, package_path=package_path, setup_py=None, say=say, api=api)  # the job's image
+    python, name = job_python(spec, package_path=package_path, setup_py=None, say=say, api=api,  # the job's image
+                              requirements=requirements, extras=extras)
     job_id = spec.job_name or generate_job_name(name)
     job_dir = os.path.abspath(spec.job_dir or f"jobs/{job_id}")
     say(f"study {job_id}: {tuning.max_trials} trials, at most {tuning.parallel_trials} at once, "

@@ -39,6 +39,22 @@ def _option(*names: str, help: str, metavar: Optional[str] = None, multiple: boo
                                         show_default=False)]
 
 
+def _python_help() -> str:
+    """--python-version's help, from the tables: ml.v1's runtime/Python pairs and the TensorFlow versions whose
+    images differ by Python (which Vertex AI no longer serves is said: those run only here)."""
+    pythons: dict[str, set[str]] = {}
+    for image in images_catalog.IMAGES:
+        if image.framework == "tensorflow" and not image.carrier:
+            pythons.setdefault(image.version, set()).add(image.python)
+    several = sorted((v for v, p in pythons.items() if len(p) > 1), key=images_catalog.version_key)
+    named = ", ".join(f"{v} ({' or '.join(sorted(pythons[v], key=images_catalog.version_key))})" for v in several)
+    retired = not any(images_catalog.available(i) for i in images_catalog.IMAGES if i.version in several
+                      and i.framework == "tensorflow" and not i.carrier)
+    return (f"Python of the runtime: legacy pythonVersion, on the pairs ml.v1 offered "
+            f"({images_catalog.legacy_pairs()}); elsewhere it picks among a TensorFlow version's images: {named}"
+            f"{' (retired on Vertex AI: they run with --local)' if retired else ''}.")
+
+
 SPEC_OPTIONS: dict[str, Any] = {
     "config": _option("--config", metavar="FILE", help="A legacy `trainingInput:` YAML or a Vertex AI "
                       "CustomJobSpec YAML to start from; every flag given here overrides its value."),
@@ -64,8 +80,7 @@ SPEC_OPTIONS: dict[str, Any] = {
                                f"(default: legacy {machines.DEFAULT_RUNTIME_VERSION}; Vertex AI "
                                f"{images_catalog.DEFAULT_TENSORFLOW} on the public tensorflow/tensorflow image, run as "
                                "a custom container; a TPU pool needs --executor-image)."),
-    "python_version": _option("--python-version", metavar="X.Y", help="Python of the runtime (legacy "
-                              "pythonVersion; on Vertex AI it picks the image, e.g. 2.11 has 3.7 and 3.10)."),
+    "python_version": _option("--python-version", metavar="X.Y", help=_python_help()),
     "executor_image": _option("--executor-image", "--executor-image-uri", metavar="URI", help="Vertex AI executor image (instead of "
                               "--runtime-version)."),
     "python_module": _option("--python-module", "--module-name", metavar="MODULE", help="Module the job runs, "

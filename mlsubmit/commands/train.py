@@ -120,7 +120,8 @@ def train(
             raise UsageError(f"invalid option for a tuning study: --start-port {port} (trials run at once, each on "
                              "free ports)", hint="drop --start-port")
 
-        return train_local_tuning(spec_flags, tuning, tuning_notes, api=api, package_path=package_path)
+        return train_local_tuning(spec_flags, tuning, tuning_notes, api=api, package_path=package_path,
+                                  package_flags=package_flags)
     _train_local(spec_flags, api=api, package_path=package_path, start_port=port, package_flags=package_flags)
 
 

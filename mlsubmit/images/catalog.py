@@ -70,6 +70,10 @@ class Image:
             (mlsubmit.images.carried); its `name` is the whole image reference.
         adds: (requirement, why) for what the prebuilt images this one replaces carried and trainers import, but
             it lacks: installed before the job's packages, here and in the cloud (TensorBoard on TensorFlow 2.21).
+        listed: (distribution, version) for the packages beside the framework that Google's table lists for the
+            image (pandas, scikit-learn, xgboost, cloudml-hypertune; "" where it names no version); a carrier lists
+            those of the image it replaces. Not in the image's environment here: a job gets the ones its package
+            imports (mlsubmit.images.listed), in its requirements environment and its container command.
     """
 
     name: str
@@ -83,6 +87,7 @@ class Image:
     lifecycle_source: str = ""
     carrier: bool = False
     adds: tuple[tuple[str, str], ...] = ()
+    listed: tuple[tuple[str, str], ...] = ()
 
     @property
     def module(self) -> str:
@@ -260,7 +265,39 @@ def _with_lifecycle(image: Image) -> Image:
     return dataclasses.replace(image, end_of_patch=patch, end_of_availability=ends, lifecycle_source=source)
 
 
-IMAGES = tuple(_with_lifecycle(image) for image in IMAGES)
+# -- what the table lists beside the framework ------------------------------------------------------------------
+# Google's "Supported frameworks" page (docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/
+# supported-frameworks, Vertex AI's page under its 2026 name; the same rows on .../training/pre-built-containers and
+# in every stored copy: /work/shared/REFERENCE.md, "What each prebuilt training image carried") names, for some
+# images, packages they carry beside the framework. Only those rows are recorded; an image the page names none for
+# gets none. cloudml-hypertune is named without a version: 0.1.0.dev6 is its newest release (2019), what
+# `pip install cloudml-hypertune` installs (a 3 kB pure-Python sdist, built at install). Every other listed version
+# has a wheel for the image's Python (checked with `pip download --only-binary=:all: --python-version` on
+# 2026-12-07: pandas 0.24.2, scikit-learn 0.20.4 and xgboost 0.82 for 3.7; pandas 2.2.3, scikit-learn 1.6.1 and
+# xgboost 2.1.3 for 3.10 and 3.11, a carrier's), so each is installed as listed; none had to be replaced.
+HYPERTUNE = ("cloudml-hypertune", "0.1.0.dev6")
+_PY37 = (("pandas", "0.24.2"), ("scikit-learn", "0.20.4"), HYPERTUNE)  # the 2.1-2.4 rows: as 1.15's (same era)
+_LISTED: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    ("tensorflow", "2.17"): (("pandas", "2.2.3"), ("xgboost", "2.1.3"), HYPERTUNE),
+    ("tensorflow", "2.11"): (("xgboost", ""), HYPERTUNE),  # the page names no pandas, scikit-learn or versions
+    ("tensorflow", "2.8"): (("xgboost", ""), HYPERTUNE),
+    **{("tensorflow", version): _PY37 for version in ("2.1", "2.2", "2.3", "2.4")},
+    ("tensorflow", "1.15"): (("pandas", "0.24.2"), ("scikit-learn", "0.20.4"), ("xgboost", "0.82"), HYPERTUNE),
+    ("pytorch", "2.4"): (("pandas", "2.2.3"), ("scikit-learn", "1.6.1"), HYPERTUNE),
+    ("scikit-learn", "1.6"): (("pandas", "2.2.3"), ("scikit-learn", "1.6.1"), ("xgboost", "2.1.3"), HYPERTUNE),
+}
+# a carrier stands in for the prebuilt TensorFlow images, the last of which was 2.17: it carries what 2.17 listed
+REPLACED = "tf-cpu.2-17.py310"
+
+
+def _with_listed(image: Image) -> Image:
+    import dataclasses
+
+    listed = _LISTED.get(("tensorflow", "2.17") if image.carrier else (image.framework, image.version), ())
+    return dataclasses.replace(image, listed=listed) if listed else image
+
+
+IMAGES = tuple(_with_listed(_with_lifecycle(image)) for image in IMAGES)
 _BY_NAME = {image.name: image for image in IMAGES}
 
 
@@ -403,8 +440,9 @@ LEGACY_RUNTIMES = (*(f"1.{minor}" for minor in range(16)), "2.1", "2.2", "2.3", 
 
 
 def legacy_pythons(runtime: str) -> tuple[str, ...]:
-    """The Python versions legacy AI Platform paired with a runtime version (3.7 from 1.15 on, where 1.15 also kept
-    2.7; 3.5 and 2.7 before; 3.8 with the 2.12 TPU runtime), the default first."""
+    """The Python versions legacy AI Platform paired with a runtime version, the default first, as ml.v1's
+    `pythonVersion` (and gcloud's --python-version) ruled: 3.7 from 1.15 on, 3.5 from 1.4 through 1.14, 2.7 up to
+    1.15 (so 1.0-1.3 ran 2.7 only); 3.8 with the 2.12 TPU runtime."""
     try:
         version = _key(runtime)
     except ValueError:
@@ -413,4 +451,18 @@ def legacy_pythons(runtime: str) -> tuple[str, ...]:
         return ("3.8",)
     if version >= (2, 0):
         return ("3.7",)
-    return ("3.7", "2.7") if version == (1, 15) else ("3.5", "2.7")
+    if version == (1, 15):
+        return ("3.7", "2.7")
+    return ("3.5", "2.7") if version >= (1, 4) else ("2.7",)
+
+
+def legacy_pairs() -> str:
+    """The runtime/Python pairs of `legacy_pythons` in words, for help text: "3.7 with runtimes 1.15-2.11, ..."."""
+    by_python: dict[str, list[str]] = {}
+    for runtime in LEGACY_RUNTIMES:
+        for python in legacy_pythons(runtime):
+            by_python.setdefault(python, []).append(runtime)
+    spans = [f"{python} with runtime {runtimes[0]}" if len(runtimes) == 1 else
+             f"{python} with runtimes {runtimes[0]}-{runtimes[-1]}"
+             for python, runtimes in sorted(by_python.items(), key=lambda item: _key(item[1][0]))]
+    return ", ".join(spans)

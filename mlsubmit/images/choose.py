@@ -34,8 +34,12 @@ from mlsubmit.images.catalog import Image
 
 PACKAGE, CONTAINER, CUSTOM, RUNTIME = "package", "container", "custom", "runtime"
 APIS = ("vertex", "legacy")
+# the GPU way out replaces the TPU worker too, so it is accepted on a TPU file or a TPU command line as it stands
 _TPU_HINT = ("name an image that carries TensorFlow for Cloud TPU VMs with --executor-image URI (mlsubmit runs it as "
-             "a custom container that pip-installs your package), or train on GPUs (--gpu-type NVIDIA_L4 --gpus 1)")
+             "a custom container that pip-installs your package), or train on one GPU instead (--tier CUSTOM "
+             "--machine-type g2-standard-4 --gpus 1 --workers 0)")
+_TPU_GONE = ("Vertex AI serves no TensorFlow TPU training image any more (tf-tpu.2-15.cp310, the last, ended "
+             "2025-10-23)")
 
 
 @dataclass(frozen=True)
@@ -219,16 +223,21 @@ def migrated(spec: Any, *, named_by_flag: bool) -> tuple[Any, list[str]]:
     """(the spec a Vertex AI config is written for, warnings). An image Vertex AI would refuse is refused when a flag
     named it; when it came from a file being migrated (a legacy runtimeVersion, an old executorImageUri), the document
     is written for the nearest image that still runs, with a warning (and another when the file's Python version
-    cannot be kept there); where nothing runs in its place (TPU), the file's image is kept with a warning.
+    cannot be kept there); where nothing runs in its place (TPU), the file's image is kept with a warning, and a TPU
+    file that names no image, or a runtime no TPU image ever had, is refused (the README's "a TPU pool without an
+    image").
 
     Raises:
-        UsageError: a retired image named by --runtime-version or --executor-image.
+        UsageError: a retired image named by --runtime-version or --executor-image; a TPU file with no image.
     """
     try:
         choice = choose(spec)
     except UsageError:  # no such image: refused where the document is built, unless a legacy file's runtime
         if named_by_flag or spec.runtime_version not in catalog.LEGACY_RUNTIMES or spec.executor_image is not None:
             return spec, []
+        if _kind(spec, vertex_roles(spec).get("chief", "chief")) == "tpu":  # nothing runs in its place
+            raise UsageError(f"the file's TPU runtime {spec.runtime_version} has no Vertex AI image, and {_TPU_GONE}",
+                             hint=_TPU_HINT)
         moved = spec.replace(runtime_version=None, python_version=None)
         image = choose(moved).image
         notes = [f"the file's runtime {spec.runtime_version} has no Vertex AI image: written for {image.uri} "
@@ -237,6 +246,9 @@ def migrated(spec: Any, *, named_by_flag: bool) -> tuple[Any, list[str]]:
             notes.append(f"Python {spec.python_version} cannot be kept: check the trainer on Python {image.python} "
                          f"first (mlsubmit train --local --runtime-version {image.version})")
         return moved, notes
+    if choice.kind == "tpu" and not named_by_flag and not chosen(spec) and choice.how == PACKAGE:
+        raise UsageError(f"the file names no image for its TPU pool (no runtimeVersion or imageUri), and {_TPU_GONE}",
+                         hint=_TPU_HINT)
     gone = refusal(choice)
     if gone is None:
         return spec, []

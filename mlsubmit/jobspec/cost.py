@@ -90,10 +90,19 @@ def pools_rate(pools: Iterable[tuple[str, int, str, str | None, int]], region: s
 
 
 def job_rate(spec: Any, *, catalog: str = "vertex") -> JobRate:
-    """The hourly rate of the job a JobSpec describes (on Vertex AI, the GPU it sends: K80 becomes T4)."""
+    """The hourly rate of the job a JobSpec describes. On Vertex AI, the pools the request sends
+    (mlsubmit.jobspec.requests.vertex_pools): a legacy machine type as its Compute Engine equivalent, K80 as T4, and
+    no chief beside a TPU worker (Vertex AI runs the program on the TPU VM and drops it)."""
     from mlsubmit.jobspec import machines
 
     rows = []
+    if catalog == "vertex":
+        from mlsubmit.jobspec.requests import vertex_pools
+
+        sent, _ = vertex_pools(spec)
+        rows = [(role, replicas, name, accelerator, count) for role, (name, accelerator, count, replicas)
+                in sent.items()]
+        return pools_rate(rows, spec.region, catalog=catalog, spot=getattr(spec, "spot", False))
     for role, pool in spec.pools.items():
         accelerator, count = pool.accelerator or (None, 0)
         if accelerator and catalog == "vertex" and not pool.machine.is_legacy:

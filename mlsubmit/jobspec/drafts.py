@@ -92,11 +92,18 @@ def _legacy_tpu_master(training: dict[str, Any], roles: dict[str, RoleDraft]) ->
         raise UsageError("invalid trainingInput.masterType: standard_tpu carries its own Cloud TPU; received "
                          f"workerCount {roles['worker'].count} too", hint="drop workerCount, or use masterType "
                          "standard with workerType cloud_tpu and workerCount 1")
+    master = roles["chief"]
+    kind = master.accelerator_type if master.accelerator_type in (machines.TPU_V2, machines.TPU_V3) else machines.TPU_V2
     roles = {**roles, "chief": RoleDraft(machine_type="standard"),
-             "worker": RoleDraft(count="1", machine_type=machines.TPU_MACHINE, accelerator_type=machines.TPU_V2,
+             "worker": RoleDraft(count="1", machine_type=machines.TPU_MACHINE, accelerator_type=kind,
                                  accelerator_count=machines.TPU_CORES)}
-    return roles, ["trainingInput.masterType: standard_tpu (a master with one Cloud TPU, from Cloud ML Engine's TPU "
-                   "beta) becomes masterType standard + one cloud_tpu worker with TPU_V2 x 8"]
+    notes = ["trainingInput.masterType: standard_tpu (a master with one Cloud TPU, from Cloud ML Engine's TPU "
+             f"beta) becomes masterType standard + one cloud_tpu worker with {kind} x {machines.TPU_CORES}"]
+    if master.accelerator_count not in (None, machines.TPU_CORES, str(machines.TPU_CORES)):
+        notes.append(f"trainingInput.masterConfig.acceleratorConfig.count: {master.accelerator_count} becomes "
+                     f"{machines.TPU_CORES}: a cloud_tpu worker is one Cloud TPU of {machines.TPU_CORES} cores, the "
+                     "only count both services take")
+    return roles, notes
 
 
 def _disks(configs: dict[str, Any]) -> tuple[tuple[str, str | None, int | None], ...] | None:

@@ -294,7 +294,14 @@ def carrier_notes(spec: JobSpec, job_spec: dict[str, Any]) -> list[str]:
     container (mlsubmit.images.carried): why, and that the file itself must name the packages."""
     uris = {(pool.get("containerSpec") or {}).get("imageUri") for pool in job_spec.get("workerPoolSpecs") or ()
             if pool and carried.parse(pool.get("containerSpec") or {}) is not None and not pool.get("pythonPackageSpec")}
-    if not uris or spec.container_image or spec.package_uris:
+    if spec.container_image or spec.package_uris:
+        return []
+    if any((pool or {}).get("pythonPackageSpec") for pool in job_spec.get("workerPoolSpecs") or ()):
+        return ["this file names no package, and Vertex AI refuses a pythonPackageSpec without one "
+                "(pythonPackageSpec.packageUris: required field is missing): add --package-uris gs://…/PACKAGE.tar.gz "
+                "(`mlsubmit package --stage` prints it; gcloud's --python-package-uris reaches only --worker-pool-spec "
+                "pools, not a --config file's)"]
+    if not uris:
         return []
     return [f"the package runs on {' and '.join(sorted(uris))} as a custom container that pip-installs it from "
             "/gcs/ (Vertex AI serves no prebuilt TensorFlow training image any more), but this file names no "
@@ -308,6 +315,12 @@ def vertex_command_comment(spec: JobSpec, command: str = "gcloud ai custom-jobs 
     name = spec.job_name or "NAME"
     labels = f" --labels {','.join(f'{k}={v}' for k, v in spec.labels)}" if spec.labels else ""
     return f"# {command} --region {spec.region} --display-name {name}{labels} --config FILE\n"
+
+
+# said with every legacy document: the file is still read by gcloud, the emulator and `train --api legacy --local`
+LEGACY_SHUT_DOWN = ("legacy AI Platform Training shut down on 2025-01-31 (deprecated 2023-07-26): Google no longer runs "
+                    "this file; mlsubmit runs it here (train --local --api legacy) and in its emulator, and --format "
+                    "vertex writes it for Vertex AI")
 
 
 def legacy_command_comment(spec: JobSpec) -> str:

@@ -45,12 +45,7 @@ def load_file(path: str | Path, field: str) -> Any:
     """
     import yaml
 
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
-        raise invalid_value(field, str(path), "a readable YAML file",
-                            hint=getattr(err, "strerror", None) or str(err)) from None
+    raw = _read(path, field)
     if len(raw) > MAX_BYTES:
         raise UsageError(f"invalid {field} {path}: larger than {MAX_BYTES} bytes; expected at most 1.5 MiB "
                          "(the API's request size limit)", hint="a job config is a few KB: check the file")
@@ -67,6 +62,30 @@ def load_file(path: str | Path, field: str) -> Any:
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UsageError(f"invalid YAML in {field} {path}{where}: {problem}",
                          hint=getattr(err, "hint", "check indentation and quoting")) from None
+
+
+# what a pipe (`--config /dev/stdin`, `<(…)`) gave: it can be read once, and one command reads its file twice (the
+# job, then its tuning spec), so the second read gets the same bytes
+_STREAMS: dict[str, bytes] = {}
+
+
+def _read(path: str | Path, field: str) -> bytes:
+    import os
+    import stat
+
+    key = os.fspath(path) if isinstance(path, (str, Path)) else str(path)
+    if key in _STREAMS:
+        return _STREAMS[key]
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+            regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise invalid_value(field, str(path), "a readable YAML file",
+                            hint=getattr(err, "strerror", None) or str(err)) from None
+    if not regular:
+        _STREAMS[key] = raw
+    return raw
 
 
 def _refused(problem: str, mark: Any, hint: str):

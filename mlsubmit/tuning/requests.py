@@ -51,7 +51,7 @@ def from_legacy(spec: dict[str, Any], where: str = "trainingInput.hyperparameter
                         early_stopping=bool(spec.get("enableTrialEarlyStopping")),
                         resume_previous_job_id=spec.get("resumePreviousJobId") or None, where=where,
                         keys=tuple(f"{where}.{key}" for key in LEGACY_KEYS))
-    return tuning, []
+    return tuning, tuning.fixed()
 
 
 def from_vertex(job: dict[str, Any]) -> tuple[TuningSpec, list[str]]:
@@ -92,12 +92,22 @@ def from_vertex(job: dict[str, Any]) -> tuple[TuningSpec, list[str]]:
                         early_stopping=study.get("decayCurveStoppingSpec") is not None
                         or study.get("medianAutomatedStoppingSpec") is not None,
                         where="studySpec", keys=VERTEX_KEYS)
-    return tuning, notes
+    return tuning, notes + tuning.fixed()
 
 
 # -- forward: TuningSpec -> documents --------------------------------------------------------------------------
 def study_spec(tuning: TuningSpec) -> dict[str, Any]:
-    """The Vertex AI StudySpec of a TuningSpec."""
+    """The Vertex AI StudySpec of a TuningSpec.
+
+    Raises:
+        UsageError: a resume-only legacy spec (Vertex AI cannot continue a legacy study, and a study needs its
+            parameters and goal).
+    """
+    if tuning.resume_only:
+        raise UsageError(f"invalid {tuning.where}: resumePreviousJobId {tuning.resume_previous_job_id} with no params "
+                         "has no Vertex AI equivalent: Vertex AI cannot continue a legacy study, and a studySpec needs "
+                         "its parameters and goal", hint=f"copy goal and params from job {tuning.resume_previous_job_id}"
+                         "'s trainingInput.hyperparameters into the spec, or write it with --format legacy")
     parameters = []
     for param in tuning.params:
         entry: dict[str, Any] = {"parameterId": param.name}
@@ -144,8 +154,11 @@ def legacy_hyperparameters(tuning: TuningSpec) -> dict[str, Any]:
         if param.scale:
             entry["scaleType"] = param.scale
         params.append(entry)
-    document: dict[str, Any] = {"goal": tuning.goal, "hyperparameterMetricTag": tuning.metric, "params": params,
-                                "maxTrials": tuning.max_trials, "maxParallelTrials": tuning.parallel_trials}
+    # a resume-only spec keeps to what it said: the previous job's study supplies the rest
+    document: dict[str, Any] = {"goal": tuning.goal, "hyperparameterMetricTag": tuning.metric, "params": params}
+    document = {key: value for key, value in document.items() if not tuning.resume_only or value not in (
+        None, [], DEFAULT_METRIC)}
+    document.update(maxTrials=tuning.max_trials, maxParallelTrials=tuning.parallel_trials)
     if tuning.max_failed_trials is not None:
         document["maxFailedTrials"] = tuning.max_failed_trials
     if tuning.algorithm != "ALGORITHM_UNSPECIFIED":
@@ -190,10 +203,11 @@ def read_file(path: str | Path, *, only_tuning: bool) -> tuple[TuningSpec | None
     """
     from mlsubmit.jobspec.safe_yaml import load_file
 
-    document = load_file(path, "--hptune-config" if only_tuning else "--config")  # bounded as --config is
+    field = "--hptune-config" if only_tuning else "--config"
+    document = load_file(path, field)  # bounded as --config is
     document = normalize(document) if isinstance(document, dict) else document
     if not isinstance(document, dict):
-        raise invalid_value("--hptune-config", type(document).__name__, "a YAML mapping (trainingInput: "
+        raise invalid_value(f"{field} {path}", type(document).__name__, "a YAML mapping (trainingInput: "
                             "hyperparameters: or studySpec:)")
     if "studySpec" in document:
         _validate(path, "GoogleCloudAiplatformV1HyperparameterTuningJob", "aiplatform.v1", document)

@@ -99,8 +99,8 @@ class Parameter:
                 raise invalid_value(self._field(key), None, f"a {'whole ' if whole else ''}number for a "
                                     f"{self.type} parameter")
             object.__setattr__(self, f"{key}_value", number(value, self._field(key), whole=whole))
-        if self.min_value >= self.max_value:
-            raise invalid_value(self._field("max"), self.max_value, f"a value above minValue {self.min_value}")
+        if self.min_value > self.max_value:  # both bounds are inclusive (aiplatform.v1): equal ones name one value
+            raise invalid_value(self._field("max"), self.max_value, f"a value at or above minValue {self.min_value}")
         if self.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE") and self.min_value <= 0:
             raise invalid_value(self._field("min"), self.min_value, f"a value above 0 with {self.scale} (a "
                                 "logarithm needs positive values)", hint="use UNIT_LINEAR_SCALE or a positive minimum")
@@ -142,11 +142,12 @@ class TuningSpec:
         max_failed_trials: failed trials before the study fails (None: the service's default).
         algorithm: one of ALGORITHMS (ALGORITHM_UNSPECIFIED: the service's Bayesian optimisation).
         early_stopping: stop trials whose curves show they will not win.
-        resume_previous_job_id: a legacy job whose trials this study continues (legacy AI Platform only).
+        resume_previous_job_id: a legacy job whose trials this study continues (legacy AI Platform only); with it,
+            goal and params may be left out (the study continues the previous job's: `resume_only`).
         where: how the user's file names the spec, for errors.
     """
 
-    goal: str
+    goal: str | None
     params: tuple[Parameter, ...]
     metric: str = DEFAULT_METRIC
     max_trials: int = 1
@@ -161,13 +162,16 @@ class TuningSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
-        if self.goal not in GOALS:
+        if self.goal is None and self.resume_previous_job_id and not self.params:
+            pass  # a resume-only spec: ml.v1 takes the previous job's study (goal defaults to MAXIMIZE there)
+        elif self.goal not in GOALS:
             raise invalid_value(f"{self.where}.goal", self.goal, "MAXIMIZE or MINIMIZE",
                                 hint=did_you_mean(str(self.goal).upper(), GOALS))
         if not isinstance(self.metric, str) or not self.metric.strip():
             raise invalid_value(f"{self.where} metric", self.metric, "the metric's tag as the trainer reports it")
-        if not self.params:
-            raise invalid_value(f"{self.where}.params", [], "at least one parameter to tune")
+        if not self.params and not self.resume_previous_job_id:
+            raise invalid_value(f"{self.where}.params", [], "at least one parameter to tune",
+                                hint="or resumePreviousJobId to continue a legacy job's study")
         names = [p.name for p in self.params]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -190,6 +194,17 @@ class TuningSpec:
                 raise invalid_value(f"{self.where}.algorithm", "GRID_SEARCH", "INTEGER, DISCRETE or CATEGORICAL "
                                     f"parameters only; {', '.join(continuous)} is DOUBLE",
                                     hint="use DISCRETE values, or RANDOM_SEARCH")
+
+
+    @property
+    def resume_only(self) -> bool:
+        """A legacy spec that only continues a previous job's study (resumePreviousJobId, no params)."""
+        return bool(self.resume_previous_job_id) and not self.params
+
+    def fixed(self) -> list[str]:
+        """Notes on parameters whose inclusive bounds are equal: each trial gets that one value."""
+        return [f"{p.where} ({p.name}): minValue = maxValue = {p.min_value}: every trial gets that value (the "
+                "bounds are inclusive)" for p in self.params if p.min_value is not None and p.min_value == p.max_value]
 
 
 def _count(value: Any, field_name: str, minimum: int) -> int:
