@@ -140,3 +140,15 @@ def test_more_failed_trials_than_allowed_fail_the_study(training_emulator, hp_pa
     assert done["state"] == "JOB_STATE_FAILED" and len(done["trials"]) == 2
     assert all(t["state"] == "INFEASIBLE" and "failed" in t["infeasibleReason"] for t in done["trials"])
     assert done["error"]["message"].startswith("2 trials failed (maxFailedTrialCount 1)")
+
+
+def test_a_legacy_resume_only_study_names_the_job_it_resumes(training_emulator, hp_package):
+    # a resume-only spec (resumePreviousJobId, no params) is accepted as ml.v1 accepted it; the study it continues
+    # must exist (here: none does, so the answer names it)
+    body = {"jobId": "resume_me", "trainingInput": {
+        "scaleTier": "BASIC", "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7",
+        "pythonModule": "tinypkg.task", "packageUris": [hp_package],
+        "hyperparameters": {"maxTrials": 2, "resumePreviousJobId": "hp_never_ran"}}}
+    status, answer = training_emulator.raw("POST", "/v1/projects/emu-project/jobs", json.dumps(body).encode())
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT", answer
+    assert "no hyperparameter tuning job hp_never_ran in project emu-project to resume" in answer["error"]["message"]

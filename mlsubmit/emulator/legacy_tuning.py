@@ -52,7 +52,7 @@ class LegacyTuning(HpTuning):
         from mlsubmit.tuning.requests import from_legacy
 
         try:
-            tuning, _ = from_legacy(body["trainingInput"]["hyperparameters"])
+            tuning, _ = from_legacy(self._resumed(body["trainingInput"]["hyperparameters"], project))
         except UsageError as err:
             where = re.sub(r" \(.*?\)", "", err.message.split(": ")[0].removeprefix("invalid value for "))
             raise field_error(where.removeprefix("invalid "), err.one_line()) from None
@@ -70,6 +70,19 @@ class LegacyTuning(HpTuning):
                                        f"{tuning.max_trials} trials, at most {tuning.parallel_trials} at once.")
         self._start(study)
         return 200, render(self.emulator.store.get(job.name))
+
+    def _resumed(self, spec: dict[str, Any], project: str) -> dict[str, Any]:
+        """A resume-only spec (resumePreviousJobId, no params) continues the previous job's study: its goal, metric
+        and params, with this spec's counts (the trials run afresh here)."""
+        previous = spec.get("resumePreviousJobId")
+        if not previous or spec.get("params"):
+            return spec
+        job = self.emulator.store.get(f"projects/{project}/jobs/{previous}")
+        before = ((job.body if job is not None else {}).get("trainingInput") or {}).get("hyperparameters")
+        if not before:
+            raise field_error("job.training_input.hyperparameters.resume_previous_job_id",
+                              f"no hyperparameter tuning job {previous} in project {project} to resume")
+        return {**{k: before[k] for k in ("goal", "hyperparameterMetricTag", "params") if k in before}, **spec}
 
     def _start(self, study: Study) -> None:
         import threading

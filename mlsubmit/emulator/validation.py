@@ -44,6 +44,11 @@ def _marks(api: str, schema: str) -> tuple[frozenset[str], frozenset[str]]:
     return required, output_only
 
 
+# "Required" fields the service let a sibling stand in for: a resumed study takes the previous job's params (AI
+# Platform's "Resuming a completed hyperparameter tuning job" example names only resumePreviousJobId and counts)
+_REQUIRED_UNLESS = {("GoogleCloudMlV1__HyperparameterSpec", "params"): "resumePreviousJobId"}
+
+
 def _always_required(description: str) -> bool:
     """"Required. …" — not "Required if type is `DOUBLE` …", which the service checks with the other fields."""
     return description.startswith("Required") and not description.startswith("Required if")
@@ -67,6 +72,9 @@ def _missing(api: str, prop: dict, value: Any, path: str) -> list[tuple[str, str
     properties = prop.get("properties", {})
     required = _marks(api, name)[0] if name else frozenset()
     for key in sorted(required):
+        stand_in = _REQUIRED_UNLESS.get((name, key))
+        if stand_in and value.get(stand_in) not in (None, "", [], {}):
+            continue
         if value.get(key) in (None, "", [], {}):
             out.append((f"{path}.{key}" if path else key, "required field is missing"))
     for key, item in value.items():
