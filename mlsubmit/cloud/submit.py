@@ -113,7 +113,14 @@ def prepare(spec: JobSpec, *, api: str, settings: Settings, package_path: str | 
     # the job's other packages before the trainer's: a container command installs them in this order, and a
     # trainer that requires one of them (not on the package index) installs only after it
     uris = (*((runtime.uri,) if runtime else ()), *extra_uris, planned.uri, *spec.package_uris)
-    spec = spec.replace(job_name=job_name, job_dir=job_dir, package_uris=tuple(dict.fromkeys(uris)))
+    # the modules of the image's listed packages (pandas, hypertune, ...) the packages import: a carrier's command
+    # installs those packages first, as the image it replaces had them (mlsubmit.images.listed)
+    from mlsubmit.images.listed import archive_sources, imports
+
+    sources = [*((f.path, f.source) for f in planned.plan.files),
+               *(source for extra in extras if extra.path is not None for source in archive_sources(extra.path))]
+    spec = spec.replace(job_name=job_name, job_dir=job_dir, package_uris=tuple(dict.fromkeys(uris)),
+                        package_imports=tuple(sorted(imports(sources))))
     if api == "legacy":
         body, notes = request_builders.legacy_job(spec), []
         parent, schema = f"projects/{settings.project}", ("ml.v1", "GoogleCloudMlV1__Job")

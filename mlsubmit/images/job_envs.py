@@ -9,6 +9,10 @@ change). Each sees the next through a `.pth` file, so a job's Python finds, in t
     <image>/deps/<sha256 of the requirements>-env-<key>   tabulate; or matplotlib, google-cloud-storage, tf-keras…
     <image>/env-<key>                                the image's TensorFlow (mlsubmit.images.envs)
 
+The packages Google's table lists for the image beside its framework (pandas, scikit-learn, xgboost,
+cloudml-hypertune) that the package imports go to its requirements environment with its own requirements
+(mlsubmit.images.listed), and are said ("from the image's listed packages: ...").
+
 Neither has a pip or setuptools of its own (`venv --without-pip`): the image environment's pip installs into them.
 A package whose requirements the image satisfies has no requirements environment. What pip resolves is what it
 resolved before, when it installed the package with its requirements on top of the image: the same requirements,
@@ -182,15 +186,21 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
         UsageError: a package or its requirements do not install (pip's last line).
         OperationFailed: the disk filled up (nothing of the new environments is kept).
     """
+    from mlsubmit.images import listed
     from mlsubmit.images.sdists import distribution_name
 
     base_python, _ = envs.image_python(image, say)
     image_env = base_python.parent.parent
-    target = envs.image_dir(image) / "jobs" / f"{_packages_key(packages)[:16]}-{image_env.name}"
+    given = listed.for_packages(image, packages)  # what the image's table lists and the packages import
+    key = _packages_key(packages)
+    if given:  # (a job environment of packages that import none keeps its name)
+        key = hashlib.sha256(json.dumps([key, [item.requirement for item in given]]).encode()).hexdigest()
+    target = envs.image_dir(image) / "jobs" / f"{key[:16]}-{image_env.name}"
     python = target / "bin" / "python"
     if python.exists():
         below = _built_on(target)
         if all(path.is_dir() and entries.hold(path) for path in below) and entries.hold(target):
+            _say_listed(given, python, say)
             return python, True
         with entries.removing(target):  # what it was built on was removed: build it again
             pass
@@ -204,11 +214,70 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
                 "image lacks goes to a requirements environment shared by every package that requires the same).")
             _install_package(built, sdist, image, say)
         missing = missing_requirements(built, [distribution_name(Path(sdist)) for sdist in packages])
+        missing += [item.requirement for item in given]  # with the package's own: one resolution, as on the image
         layer = requirements_env(image, image_env, missing, say) if missing else None
         if layer is not None:
             see(site, [str(layer.joinpath(*site.parts[-3:])), image_site])  # lib/pythonX.Y/site-packages
+        if layer is not None:
+            _say_listed(given, built, say)
         if check is not None:
             check(built, building)
         entries.place(building, target)  # or an identical job finished first: use its environment
     entries.hold(target)
     return python, False
+
+
+_VERSIONS = """\
+import json, sys
+try:
+    import importlib.metadata as md
+except ImportError:  # Python 3.7 images
+    import importlib_metadata as md
+out = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        out[name] = md.version(name)
+    except Exception:
+        pass
+print(json.dumps(out))
+"""
+
+
+def installed_versions(python: Path, names: list[str]) -> dict[str, str]:
+    """{distribution: version} of `names` as `python`'s environment has them (those it lacks left out)."""
+    done = subprocess.run([str(python), "-I", "-c", _VERSIONS, json.dumps(names)], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {}
+
+
+def _say_listed(given: list, python: Path, say: Callable[[str], None]) -> None:
+    """The line naming the listed packages the job got, with the versions its environment holds."""
+    from mlsubmit.images.listed import said
+
+    versions = installed_versions(python, [item.distribution for item in given]) if given else {}
+    got = [item for item in given if item.distribution in versions]  # (offline when it was built: none)
+    if got:
+        say(said(got, versions))
+
+
+def see_listed(image: Image, image_python: Path, python: Path, packages: list[Path],
+               say: Callable[[str], None] = lambda text: None) -> list:
+    """For a venv made from the image's environment (`image_python`'s) that holds `packages` (the pre-flight's): the
+    listed packages they import (mlsubmit.images.listed), installed once into the requirements environment of
+    exactly those (the one a job of the same packages gets when they require nothing else) and seen by the venv
+    before the image's own; returns them (listed.Given). Offline: said, and none."""
+    from mlsubmit.images import listed
+
+    given = listed.for_packages(image, packages)
+    if not given:
+        return []
+    layer = requirements_env(image, Path(image_python).parent.parent, [item.requirement for item in given], say)
+    if layer is None:
+        return []
+    site = Path(envs.site_packages(python))
+    (site / "_mlsubmit_listed.pth").write_text(  # read before the bridge to the image (.pth files go by name)
+        f"import site; site.addsitedir({str(layer.joinpath(*site.parts[-3:]))!r})\n")
+    return given

@@ -22,15 +22,25 @@ def sdist_file(path: Path, name: str) -> str | None:
         return handle.read().decode("utf-8") if handle else None
 
 
-def distribution_name(path: Path) -> str:
-    """The distribution name an sdist's PKG-INFO (or a wheel's METADATA) states."""
+def _metadata(path: Path):
     if path.name.endswith(".whl"):
         with zipfile.ZipFile(path) as wheel:
             meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
             text = wheel.read(meta).decode("utf-8")
     else:
         text = sdist_file(path, "PKG-INFO") or ""
-    name = email.parser.Parser().parsestr(text)["Name"]
+    return email.parser.Parser().parsestr(text)
+
+
+def requires(path: Path) -> list[str]:
+    """The requirements (Requires-Dist) an sdist's PKG-INFO (or a wheel's METADATA) states; none where it states
+    none (an old sdist may not)."""
+    return list(_metadata(Path(path)).get_all("Requires-Dist") or ())
+
+
+def distribution_name(path: Path) -> str:
+    """The distribution name an sdist's PKG-INFO (or a wheel's METADATA) states."""
+    name = _metadata(path)["Name"]
     if not name:
         raise UsageError(f"{path.name} has no package metadata (PKG-INFO)", hint="build it with a build frontend")
     return name

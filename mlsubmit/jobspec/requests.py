@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlsubmit.images import carried, choose
+from mlsubmit.images import carried, choose, listed
 
 from mlsubmit.jobspec import machines
 from mlsubmit.errors import UsageError, invalid_value
@@ -211,8 +211,9 @@ def vertex_job_spec(spec: JobSpec) -> dict[str, Any]:
         elif choice.how == choose.PACKAGE:
             pool["pythonPackageSpec"] = _python_package(spec, choice.uri)
         else:  # any other image: a custom container whose command installs the package (mlsubmit.images.carried)
+            adds = [*(r for r, _ in choice.adds), *listed.requirements(choice.image, spec.package_imports)]
             pool["containerSpec"] = carried.container_spec(choice.uri, spec.package_uris, spec.python_module,
-                                                           spec.args, spec.env, adds=[r for r, _ in choice.adds])
+                                                           spec.args, spec.env, adds=adds)
         specs.append(pool)
     while specs and not specs[-1]:
         specs.pop()

@@ -195,6 +195,9 @@ class JobSpec:
             `spot_node_selector` (GKE spot nodes). The job resumes from its backup after a preemption.
         capacity: how the job waits for capacity or draws it from a reservation (mlsubmit.jobspec.scheduling).
         target: "cloud" (job dir and packages must be gs://) or "local".
+        package_imports: the modules of an image's listed packages (pandas, sklearn, xgboost, hypertune) that the
+            job's packages import: a carrier's container command installs them before the packages, as the image
+            it replaces had them (mlsubmit.images.listed); set from the package when it is staged.
     """
 
     tier: str = "BASIC"
@@ -222,9 +225,11 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     spot: bool = False
     capacity: Capacity = Capacity()
+    package_imports: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env"):
+        for name in ("args", "labels", "package_uris", "container_command", "pool_images", "boot_disks", "env",
+                     "package_imports"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.target not in TARGETS:
             raise invalid_value("target", self.target, "one of " + ", ".join(TARGETS))

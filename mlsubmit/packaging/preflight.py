@@ -57,6 +57,7 @@ class BaseEnv:
 
     python: Path
     label: str
+    image: object = None  # the mlsubmit.images.catalog.Image whose environment `python` is, if one is
 
 
 def own_env() -> BaseEnv:
@@ -88,7 +89,7 @@ def base_env(image=None, say: Callable[[str], None] = lambda text: None) -> Base
         python, _ = image_env.image_python(image, say)
     except UsageError as err:  # said where the result is shown, never silently
         return BaseEnv(own_env().python, f"mlsubmit's own environment, not image {image.name}'s ({err.message})")
-    return BaseEnv(python, f"image {image.name}'s environment")
+    return BaseEnv(python, f"image {image.name}'s environment", image)
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,11 @@ def preflight(sdist: Sdist, module: str | None = None, *, timeout: float = 120.0
         # the module first (found without importing): a --module-name that is not in the package fails before
         # anything is fetched
         find_module(python, venv_dir, module, cwd=work, timeout=timeout, package=sdist.package)
+        if base.image is not None:  # what the image's table lists and the package imports (mlsubmit.images.listed)
+            from mlsubmit.images.job_envs import see_listed
+
+            installed += tuple(item.requirement for item in see_listed(base.image, base.python, python,
+                                                                       [*extra_packages, sdist.path]))
         installed += tuple(install_requirements(python, sdist.path, cwd=venv_dir, env=_index_env(venv_dir)))
         checked = inspect_module(python, venv_dir, module, cwd=work, timeout=timeout, package=sdist.package)
     return PreflightResult(module, checked.describe(), checked.origin, time.perf_counter() - started, installed,

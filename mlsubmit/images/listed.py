@@ -1,0 +1,172 @@
+"""The packages Google's table lists for an image beside its framework, given to the jobs whose package imports them.
+
+A prebuilt image carried pandas, scikit-learn, xgboost and cloudml-hypertune (catalog.Image.listed): a trainer that
+imports `hypertune` in its model.py, or pandas, never declared them and ran there. The environments standing in for the
+images hold the framework only (so their content hash, and every environment already built, stays as it is); a job
+gets the listed packages its package imports, by top-level module name (`MODULES`), where its other requirements go,
+before its package, as the image had them before its package was installed:
+
+- here, in the job's requirements environment (mlsubmit.images.job_envs) and the pre-flight's venv;
+- in the cloud, on a carrier (a public image run as a custom container, mlsubmit.images.carried), in the container
+  command's first `pip install`, beside what the carrier adds (TensorBoard), so the cloud run matches this one.
+
+What counts as imported: every absolute `import x` / `from x import y` of the package's `.py` files, at module level
+or inside a function, but not one inside a `try:` that catches ImportError (the package runs without it). Only what is
+imported, because each install costs time at every start of a carrier container: cloudml-hypertune about 4 s
+(an sdist), pandas 2.2.3 about 8 s, pandas and xgboost 2.1.3 together about 40 s (xgboost's Linux wheel is 150 MB
+and brings nvidia-nccl-cu12, 200 MB) on this 2-core machine with pip's cache warm; every cloud replica pays it,
+uncached. Pure functions but for reading files.
+"""
+
+from __future__ import annotations
+
+import ast
+import tarfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsubmit.images.catalog import Image
+
+# top-level import name -> the distribution that provides it, for every package the table lists
+MODULES = {"pandas": "pandas", "sklearn": "scikit-learn", "xgboost": "xgboost", "hypertune": "cloudml-hypertune"}
+_OPTIONAL = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+
+
+@dataclass(frozen=True)
+class Given:
+    """One listed package a job gets: the distribution, the table's version ("" where it names none), the module
+    the package imports and the first file that imports it."""
+
+    distribution: str
+    version: str
+    module: str
+    imported_by: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}" if self.version else self.distribution
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        caught = handler.type
+        names = [] if caught is None else caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        if caught is None or any(isinstance(name, ast.Name) and name.id in _OPTIONAL for name in names):
+            return True
+    return False
+
+
+def _imports(tree: ast.AST, optional: bool = False):
+    """(top-level module, line) of each absolute import that is not optional (see the module docstring)."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.Import) and not optional:
+            yield from ((alias.name.split(".")[0], child.lineno) for alias in child.names)
+        elif isinstance(child, ast.ImportFrom) and not optional and child.module and not child.level:
+            yield child.module.split(".")[0], child.lineno
+        elif isinstance(child, ast.Try):
+            guarded = optional or _catches_import_error(child)
+            for statement in child.body:
+                yield from _imports(ast.Module(body=[statement], type_ignores=[]), guarded)
+            for part in (*child.handlers, *child.orelse, *child.finalbody):
+                yield from _imports(ast.Module(body=[part], type_ignores=[]), optional)
+        else:
+            yield from _imports(child, optional)
+
+
+def imports(files: Iterable[tuple[str, bytes | str | Path]]) -> dict[str, str]:
+    """{top-level module: "where.py, line N"} of the imports of the listed modules in (name, source or file) pairs;
+    a file that does not parse is skipped (the pre-flight names it)."""
+    found: dict[str, str] = {}
+    for name, source in files:
+        if not str(name).endswith(".py"):
+            continue
+        text = Path(source).read_bytes() if isinstance(source, Path) else source
+        try:
+            tree = ast.parse(text, str(name))
+        except (SyntaxError, ValueError):
+            continue
+        for module, line in _imports(tree):
+            if module in MODULES:
+                found.setdefault(module, f"{name}, line {line}")
+    return found
+
+
+def archive_sources(path: Path) -> list[tuple[str, bytes]]:
+    """(path inside the package, source) of each `.py` file of an sdist (its top folder dropped) or a wheel."""
+    path = Path(path)
+    if path.name.endswith(".whl"):
+        with zipfile.ZipFile(path) as wheel:
+            return [(name, wheel.read(name)) for name in wheel.namelist() if name.endswith(".py")]
+    sources = []
+    with tarfile.open(path, "r:gz") as tar:
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.isfile() and member.name.endswith(".py") else None
+            if handle is not None and member.name.count("/") >= 1:
+                inside = member.name.split("/", 1)[1].removeprefix("src/")
+                if inside != "setup.py":
+                    sources.append((inside, handle.read()))
+    return sources
+
+
+def given(image: Image | None, imported: dict[str, str], declared: Iterable[str] = ()) -> list[Given]:
+    """The listed packages of `image` that the package imports (`imports`), less those the image's environment
+    carries (its framework: scikit-learn on sklearn-cpu.1-6) and those a `declared` requirement of the package
+    replaces (one the listed version does not satisfy, or any where the table names no version: pip installs the
+    package's own, as it did on the image)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    if image is None:
+        return []
+    pinned = {canonicalize_name(package) for package, _ in image.pins}
+    own: dict[str, list] = {}
+    for text in declared:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        own.setdefault(canonicalize_name(requirement.name), []).append(requirement.specifier)
+    out = []
+    for distribution, version in image.listed:
+        module = next(m for m, d in MODULES.items() if d == distribution)
+        name = canonicalize_name(distribution)
+        if module not in imported or name in pinned:
+            continue
+        if name in own and (not version or not all(s.contains(version, prereleases=True) for s in own[name])):
+            continue
+        out.append(Given(distribution, version, module, imported[module]))
+    return out
+
+
+def for_packages(image: Image | None, packages: Iterable[Path]) -> list[Given]:
+    """`given` for a job's packages (sdists or wheels, read without installing them): their imports, their declared
+    requirements (a requirement only an extra asks for is not one)."""
+    from mlsubmit.images.sdists import requires
+
+    packages = [Path(path) for path in packages]
+    if image is None or not image.listed:
+        return []
+    declared = [r for path in packages for r in requires(path) if "extra ==" not in r.replace("extra==", "extra ==")]
+    return given(image, imports(source for path in packages for source in archive_sources(path)), declared)
+
+
+def requirements(image: Image | None, imported: Iterable[str]) -> list[str]:
+    """The requirements a carrier's container command installs before the package: the listed packages of `image`
+    whose modules are in `imported` (JobSpec.package_imports), as `given` names them."""
+    return [item.requirement for item in given(image, {module: "" for module in imported})]
+
+
+def said(items: list[Given], versions: dict[str, str] | None = None) -> str:
+    """"from the image's listed packages: cloudml-hypertune 0.1.0.dev6 (trainer/model.py, line 2 imports
+    hypertune)"; `versions`: what was installed, where the table names none."""
+    from packaging.utils import canonicalize_name
+
+    versions = {canonicalize_name(name): version for name, version in (versions or {}).items()}
+    parts = []
+    for item in items:
+        version = item.version or versions.get(canonicalize_name(item.distribution), "?")
+        chose = "" if item.version else "; the table names no version: pip's choice for the image"
+        parts.append(f"{item.distribution} {version} ({item.imported_by} imports {item.module}{chose})")
+    return "from the image's listed packages: " + "; ".join(parts)
