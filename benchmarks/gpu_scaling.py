@@ -4,12 +4,20 @@ For each model (`cifar10_vgg` on 32x32x3, `mnist_cnn` on 28x28x1; synthetic data
 XLA variant, for N = 1, 2, 4, … up to the devices the machine has:
 
 - trainer: `python -m trainer.task --gpus N` (per-replica batch B, global batch N×B), images/s from its metrics.json;
-- plain Keras: numpy arrays into `model.fit` on one device, same model and global batch N×B (the recipes' script);
-- input pipeline alone: the trainer's own tf.data pipeline at that global batch, iterated with no model, so a GPU
-  the pipeline cannot feed shows (pipeline images/s near or under the training images/s: input-bound).
+- plain Keras: numpy arrays into `model.fit` on one device, same model and global batch N×B (the recipes' script),
+  without augmentation;
+- plain Keras with the same augmentation, for models whose recipe augments (cifar10_vgg): the flip and padded crop as
+  Keras 3 writes it on every backend, preprocessing layers in front of the model (RandomFlip, ZeroPadding2D,
+  RandomCrop), so they run on the device inside the compiled step;
+- input pipeline alone: the trainer's own pipeline (tf.data; on jax and torch trainer.batches with its producer
+  threads) at that global batch, iterated with no model, so a GPU the pipeline cannot feed shows (pipeline images/s
+  near or under the training images/s: input-bound);
+- input wait: the share of the trainer's step time its training loop waited for a batch that was not made yet
+  (measured by the trainer on jax and torch; tf.data does not tell, "—").
 
-Per N: speedup over the trainer on 1 device, scaling efficiency (speedup / N), the ratio to plain Keras at the same
-global batch. Images/s leave out the first epoch (tracing, XLA compilation). Every run is a fresh process.
+Per N: speedup over the trainer on 1 device, scaling efficiency (speedup / N), the ratios to plain Keras with and
+without the augmentation at the same global batch. Images/s leave out the first epoch (tracing, XLA compilation).
+Every run is a fresh process.
 
 `--backend jax|torch` measures the trainer's Keras 3 route on that backend instead, without TensorFlow (its numpy input
 pipeline, plain Keras on the same backend; nothing here imports TensorFlow then, and `--python` runs every process
@@ -92,14 +100,24 @@ for _ in range(pipes.steps_per_epoch * max(epochs - 1, 1)):
     x, y = next(it)
 np.asarray(x)
 pipe = pipes.steps_per_epoch * batch * max(epochs - 1, 1) / (time.perf_counter() - t)
-keras.utils.set_random_seed(42)
-keras.mixed_precision.set_global_policy(precision)
-model = build_model(keras, model_name, a.input_shape, a.num_classes)
-model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"],
-              jit_compile={"on": True, "off": False}.get(xla, "auto"))
-timer = EpochTimer((len(a.x_train) // batch) * batch)  # the trainer's own clock: first epoch left out
-model.fit(a.x_train, a.y_train, batch_size=batch, epochs=epochs, verbose=0, callbacks=[timer])
-print(json.dumps({"keras": timer.samples_per_second, "pipeline": pipe, "jit_compile": bool(model.jit_compile)}))
+pipes.close()
+def plain_keras(augment):
+    keras.utils.set_random_seed(42)
+    keras.mixed_precision.set_global_policy(precision)
+    model = build_model(keras, model_name, a.input_shape, a.num_classes)
+    if augment:  # Keras 3's idiom: preprocessing layers in front of the model, run on the device in the step
+        height, width = a.input_shape[:2]
+        model = keras.Sequential([keras.Input(a.input_shape), keras.layers.RandomFlip("horizontal", seed=42),
+                                  keras.layers.ZeroPadding2D(4), keras.layers.RandomCrop(height, width, seed=42),
+                                  model])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"],
+                  jit_compile={"on": True, "off": False}.get(xla, "auto"))
+    timer = EpochTimer((len(a.x_train) // batch) * batch)  # the trainer's own clock: first epoch left out
+    model.fit(a.x_train, a.y_train, batch_size=batch, epochs=epochs, verbose=0, callbacks=[timer])
+    return timer.samples_per_second, bool(model.jit_compile)
+keras_aug = plain_keras(True)[0] if MODELS[model_name].augment else None
+plain, jit = plain_keras(False)
+print(json.dumps({"keras": plain, "keras_aug": keras_aug, "pipeline": pipe, "jit_compile": jit}))
 """
 
 
@@ -129,6 +147,7 @@ def summarise(rows: list[dict]) -> list[dict]:
         r["speedup"] = round(ours / one, 3) if ours and one else None
         r["efficiency"] = round(ours / (one * r["n"]), 3) if ours and one else None
         r["vs_keras"] = round(ours / keras, 3) if ours and keras else None
+        r["vs_keras_aug"] = round(ours / r["keras_aug"], 3) if ours and r.get("keras_aug") else None
         r["pipeline_headroom"] = round(pipe / ours, 2) if ours and pipe else None
         r["input_bound"] = r["pipeline_headroom"] < 1.2 if r["pipeline_headroom"] else None
         out.append(r)
@@ -142,7 +161,7 @@ def _fmt(value, spec: str) -> str:
 def render(rows: list[dict], header: str) -> str:
     """The results as a fixed-width text table (pure)."""
     cols = ("model", "precision", "xla", "N", "batch", "trainer img/s", "keras img/s", "vs keras", "speedup",
-            "efficiency", "pipeline img/s", "note")
+            "efficiency", "pipeline img/s", "keras+aug img/s", "vs keras+aug", "input wait", "note")
     lines = [header, " | ".join(cols)]
     for r in rows:
         note = r.get("error") or ("input-bound" if r.get("input_bound") else "")
@@ -151,7 +170,10 @@ def render(rows: list[dict], header: str) -> str:
             _fmt(r.get("keras"), ",.0f"), _fmt(r.get("vs_keras"), ".2f") + ("×" if r.get("vs_keras") else ""),
             _fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else ""),
             _fmt(r["efficiency"] * 100 if r.get("efficiency") else None, ".0f") + ("%" if r.get("efficiency") else ""),
-            _fmt(r.get("pipeline"), ",.0f"), note]))
+            _fmt(r.get("pipeline"), ",.0f"), _fmt(r.get("keras_aug"), ",.0f"),
+            _fmt(r.get("vs_keras_aug"), ".2f") + ("×" if r.get("vs_keras_aug") else ""),
+            _fmt(None if r.get("input_wait") is None else r["input_wait"] * 100, ".1f")
+            + ("%" if r.get("input_wait") is not None else ""), note]))
     return "\n".join(lines)
 
 
@@ -173,7 +195,8 @@ def _last_line(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def run_trainer(model: str, spec: str, n: int, emulate: int, args, precision: str, xla: str) -> float:
+def run_trainer(model: str, spec: str, n: int, emulate: int, args, precision: str, xla: str):
+    """(images/s, input wait fraction or None) of `python -m trainer.task` on N devices."""
     with tempfile.TemporaryDirectory() as job:
         cmd = ["-m", "trainer.task", "--job-dir", job, "--model", model, "--data", spec, "--epochs", str(args.epochs),
                "--batch-size", str(args.batch_size), "--validation-split", "0", "--patience", "1000",
@@ -181,7 +204,8 @@ def run_trainer(model: str, spec: str, n: int, emulate: int, args, precision: st
         if emulate:
             cmd += ["--emulate-devices", str(emulate)]
         _python(cmd)
-        return json.loads(Path(job, "metrics.json").read_text())["samples_per_second"]
+        metrics = json.loads(Path(job, "metrics.json").read_text())
+        return metrics["samples_per_second"], metrics.get("input_wait_fraction")
 
 
 def run_baseline(model: str, spec: str, global_batch: int, args, precision: str, xla: str) -> dict:
@@ -198,23 +222,30 @@ def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
                 for n in counts:
                     global_batch = args.batch_size * n
                     row = {"model": model, "precision": precision, "xla": xla, "n": n, "global_batch": global_batch}
-                    runs: dict[str, list[float]] = {"keras": [], "pipeline": [], "trainer": []}
+                    runs: dict[str, list[float]] = {"keras": [], "keras_aug": [], "pipeline": [], "trainer": [],
+                                                    "input_wait": []}
                     try:
                         for _ in range(args.repeats):  # interleaved, so a busy spell hits both sides alike
                             base = run_baseline(model, spec, global_batch, args, precision, xla)
-                            runs["keras"].append(round(base["keras"], 1))
-                            runs["pipeline"].append(round(base["pipeline"], 1))
+                            for key in ("keras", "keras_aug", "pipeline"):
+                                if base.get(key) is not None:
+                                    runs[key].append(round(base[key], 1))
                             if skip(args.backend, xla, n):
                                 row["error"] = skip(args.backend, xla, n)
                             else:
-                                runs["trainer"].append(run_trainer(model, spec, n, emulate, args, precision, xla))
+                                ours, wait = run_trainer(model, spec, n, emulate, args, precision, xla)
+                                runs["trainer"].append(ours)
+                                if wait is not None:
+                                    runs["input_wait"].append(wait)
                     except RuntimeError as err:
                         row["error"] = str(err)
-                    row.update({k: round(statistics.median(v), 1) for k, v in runs.items() if v})
+                    row.update({k: round(statistics.median(v), 1 if k != "input_wait" else 4)
+                                for k, v in runs.items() if v})
                     row["runs"] = {k: v for k, v in runs.items() if v}
                     rows.append(row)
                     print(f"  {model} {precision} xla={xla} N={n}: trainer {row.get('trainer')}, "
-                          f"keras {row.get('keras')}, pipeline {row.get('pipeline')} {row.get('error', '')}",
+                          f"keras {row.get('keras')}, keras+aug {row.get('keras_aug')}, pipeline "
+                          f"{row.get('pipeline')}, input wait {row.get('input_wait')} {row.get('error', '')}",
                           file=sys.stderr, flush=True)
     return rows
 
@@ -300,8 +331,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{platform.python_version()}, backend {args.backend} {probe['version']} · devices: {devices}\n"
               f"{args.samples} synthetic samples per model, per-replica batch {args.batch_size}, {args.epochs} epochs "
               f"(first left out), median of {args.repeats}; keras = plain model.fit on one device at the same global "
-              "batch; efficiency = speedup over the trainer on 1 device / N; pipeline = the trainer's "
-              f"{'tf.data' if args.backend == 'tensorflow' else 'numpy (no TensorFlow)'} pipeline alone")
+              "batch, no augmentation; keras+aug = the same with the model's flip and padded crop as Keras "
+              "preprocessing layers (on the device); efficiency = speedup over the trainer on 1 device / N; "
+              f"pipeline = the trainer's {'tf.data' if args.backend == 'tensorflow' else 'numpy (no TensorFlow)'} "
+              "pipeline alone; input wait = share of the trainer's step time spent waiting for a batch")
     print(header.splitlines()[0], file=sys.stderr, flush=True)
     rows = summarise(measure(args, emulate, counts, kind))
     result = {"date": str(datetime.date.today()), "machine": platform.machine(), "cores": os.cpu_count(),

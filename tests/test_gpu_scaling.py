@@ -73,7 +73,8 @@ def test_efficiency_and_ratios_are_per_series_and_the_table_marks_a_starved_gpu(
     series = {"model": "mnist_cnn", "precision": "float32", "xla": "off"}
     rows = bench.summarise([
         {**series, "n": 1, "global_batch": 64, "trainer": 1000.0, "keras": 800.0, "pipeline": 50000.0},
-        {**series, "n": 2, "global_batch": 128, "trainer": 1800.0, "keras": 900.0, "pipeline": 2000.0},
+        {**series, "n": 2, "global_batch": 128, "trainer": 1800.0, "keras": 900.0, "pipeline": 2000.0,
+         "keras_aug": 1500.0, "input_wait": 0.0312},
         {**series, "xla": "on", "n": 1, "global_batch": 64, "trainer": 3000.0, "keras": 3300.0, "pipeline": 50000.0},
         {**series, "xla": "on", "n": 2, "global_batch": 128, "keras": 4000.0, "pipeline": 60000.0, "error": "not run"},
     ])
@@ -83,7 +84,9 @@ def test_efficiency_and_ratios_are_per_series_and_the_table_marks_a_starved_gpu(
     assert rows[2]["vs_keras"] == 0.909 and rows[3]["speedup"] is None
     table = bench.render(rows, "header").splitlines()
     assert table[0] == "header"
-    assert table[3].split(" | ")[5:] == ["1,800", "900", "2.00×", "1.80×", "90%", "2,000", "input-bound"]
+    assert table[3].split(" | ")[5:] == ["1,800", "900", "2.00×", "1.80×", "90%", "2,000", "1,500", "1.20×", "3.1%",
+                                         "input-bound"]
+    assert table[2].split(" | ")[-4:] == ["—", "—", "—", ""]  # no augmentation baseline, no wait measured
     assert table[5].endswith("| not run")
 
 

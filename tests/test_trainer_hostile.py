@@ -31,6 +31,11 @@ BAD_INPUT = [
     (("--gpus", "3"), GPUS, "2"),
     (("--gpus", "3", "--data", "mnist.npz"), "error: invalid value for --data: 'mnist.npz' does not exist", None),
     (("--epochs", "0"), "error: invalid value for --epochs: received '0'; expected a whole number ≥ 1", None),
+    (("--input-workers", "999"), "error: invalid value for --input-workers: received '999'; expected auto or a "
+                                 "whole number from 1 to ", None),
+    (("--augment", "on", "--data", "synthetic:20"),
+     "error: invalid value for --augment: received 'on' for data of shape (20,), but the flip and padded crop need "
+     "HxWxC images", None),
 ]
 
 
