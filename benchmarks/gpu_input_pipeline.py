@@ -117,9 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["backend"] == backend]
         version = next((r["backend_version"] for r in mine if r.get("backend_version")), "?")
         print(bench.render(bench.summarise(mine), f"[{backend} {version}]"))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-        print(f"results: {args.json}")
+    bench.save(args.json, rows)
     return 0
 
 

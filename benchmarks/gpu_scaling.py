@@ -310,6 +310,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def save(path: str | None, result) -> None:
+    """Write the results as JSON to `path` and say where (nothing when `path` is None)."""
+    if path:
+        Path(path).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"results: {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     PYTHON[:] = [args.python]
@@ -346,9 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          "xla", "repeats", "quick", "backend")},
               "device_counts": counts, "rows": rows}
     print(render(rows, header))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-        print(f"results: {args.json}")
+    save(args.json, result)
     return 0
 
 
