@@ -133,18 +133,53 @@ def test_package_checks_a_pytorch_trainer_on_the_pytorch_image_it_names(tmp_path
     assert "No module named 'torch'" not in done.stderr
 
 
-@pytest.mark.parametrize("name, said", [
-    ("hypertune_in_model", "No module named 'hypertune' (imported by trainer/model.py, line 2)"),
-    ("multi_gpu_2018", "trainer/model.py line 5: keras.utils.multi_gpu_model is not in tensorflow 2.21.0, which "
-                       "tensorflow/tensorflow:2.21.0 carries: tensorflow 2.4 removed it; "
-                       "tf.distribute.MirroredStrategy replaces it (release notes: "),
+@pytest.mark.parametrize("name, code, said", [
+    # model.py's `import hypertune` is found: the default image carries what tf-cpu.2-17 (which it replaces) listed
+    ("hypertune_in_model", 0, ["requirements installed: cloudml-hypertune==0.1.0.dev6; trainer.task found",
+                               "their module-level imports found: argparse, hypertune; not run"]),
+    ("multi_gpu_2018", 2, ["trainer/model.py line 5: keras.utils.multi_gpu_model is not in tensorflow 2.21.0, "
+                           "which tensorflow/tensorflow:2.21.0 carries: tensorflow 2.4 removed it; "
+                           "tf.distribute.MirroredStrategy replaces it (release notes: "]),
 ])
-def test_the_preflight_checks_every_module_of_the_package(tmp_path, name, said):
+def test_the_preflight_checks_every_module_of_the_package(tmp_path, name, code, said):
     package = _copy(name, tmp_path)
     done = _mlsubmit("package", "--package-path", str(package), "--dist-dir", "dist", cwd=tmp_path,
                      MLSUBMIT_IMAGE_ENV="1")
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert said in done.stderr, done.stderr
+    assert done.returncode == code, done.stdout + done.stderr
+    if code:
+        assert done.stderr.count("\n") == 1, done.stderr
+    assert all(part in (done.stderr if code else done.stdout) for part in said), done.stdout + done.stderr
+
+
+HYPERTUNE = "from the image's listed packages: cloudml-hypertune 0.1.0.dev6 (trainer/model.py, line 2 imports hypertune)"
+
+
+@pytest.mark.parametrize("image", ["--runtime-version=2.17", "default"])
+def test_a_trainer_importing_hypertune_in_its_model_runs_on_its_image_and_on_the_replacement(tmp_path, image):
+    """Written for tf-cpu.2-17 (which carried cloudml-hypertune), never declaring it: runs there and on the public
+    TensorFlow 2.21 image that replaces it, hypertune installed in the job's requirements layer (the image's own
+    environment is not rebuilt), and says so. Its report reaches the file the tuning service reads."""
+    package = _copy("hypertune_in_model", tmp_path)
+    metrics = tmp_path / "hypertune.metrics"
+    flags = [] if image == "default" else [image]
+    done = _mlsubmit("train", "--local", "--package-path", str(package), *flags, "--env",
+                     f"CLOUD_ML_HP_METRIC_FILE={metrics}", cwd=tmp_path, MLSUBMIT_IMAGE_ENV="1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert HYPERTUNE in done.stdout, done.stdout[-3000:]
+    name = "tf-cpu.2-17.py310" if flags else "tensorflow_tensorflow_2.21.0"
+    venv = Path(re.search(r"\(venv (/\S+)\)$", done.stdout, re.M).group(1))
+    assert venv.parent.parent.name == name
+    reports = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert reports[-1]["loss"] == "0.125" and reports[-1]["global_step"] == "2", reports
+
+
+def test_a_trainer_importing_pandas_it_never_declared_runs_on_the_default_image(tmp_path):
+    """The prebuilt TensorFlow images carried pandas (tf-cpu.2-17: pandas 2.2.3): so does the default image's job."""
+    package = _copy("pandas_undeclared", tmp_path)
+    done = _mlsubmit("train", "--local", "--package-path", str(package), cwd=tmp_path, MLSUBMIT_IMAGE_ENV="1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "from the image's listed packages: pandas 2.2.3 (trainer/task.py, line 4 imports pandas)" in done.stdout
+    assert "pandas_undeclared: pandas 2.2.3, 2 rows, sum 10" in done.stdout, done.stdout[-3000:]
 
 
 def test_an_api_the_images_scikit_learn_removed_is_named_before_anything_is_uploaded(tmp_path, gcs):
