@@ -7,8 +7,8 @@ XLA variant, for N = 1, 2, 4, … up to the devices the machine has:
 - plain Keras: numpy arrays into `model.fit` on one device, same model and global batch N×B (the recipes' script),
   without augmentation;
 - plain Keras with the same augmentation, for models whose recipe augments (cifar10_vgg): the flip and padded crop as
-  Keras 3 writes it on every backend, preprocessing layers in front of the model (RandomFlip, ZeroPadding2D,
-  RandomCrop), so they run on the device inside the compiled step;
+  Keras 3 writes it on every backend, preprocessing layers in front of the model (RandomFlip, and RandomTranslation
+  by up to 4 pixels with zero fill), so they run on the device inside the compiled step;
 - input pipeline alone: the trainer's own pipeline (tf.data; on jax and torch trainer.batches with its producer
   threads) at that global batch, iterated with no model, so a GPU the pipeline cannot feed shows (pipeline images/s
   near or under the training images/s: input-bound);
@@ -105,10 +105,13 @@ def plain_keras(augment):
     keras.utils.set_random_seed(42)
     keras.mixed_precision.set_global_policy(precision)
     model = build_model(keras, model_name, a.input_shape, a.num_classes)
-    if augment:  # Keras 3's idiom: preprocessing layers in front of the model, run on the device in the step
+    if augment:  # Keras 3's idiom: preprocessing layers in front of the model, run on the device in the step;
+        # a shift of up to 4 pixels with zero fill is the padded crop (ZeroPadding2D + RandomCrop does not build:
+        # Keras 3.15's RandomCrop returns the padded size when not training)
         height, width = a.input_shape[:2]
-        model = keras.Sequential([keras.Input(a.input_shape), keras.layers.RandomFlip("horizontal", seed=42),
-                                  keras.layers.ZeroPadding2D(4), keras.layers.RandomCrop(height, width, seed=42),
+        shift = keras.layers.RandomTranslation(4 / height, 4 / width, fill_mode="constant", interpolation="nearest",
+                                               seed=42)
+        model = keras.Sequential([keras.Input(a.input_shape), keras.layers.RandomFlip("horizontal", seed=42), shift,
                                   model])
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"],
                   jit_compile={"on": True, "off": False}.get(xla, "auto"))
