@@ -230,13 +230,14 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
 _VERSIONS = """\
 import json, sys
 try:
-    import importlib.metadata as md
+    from importlib.metadata import version
 except ImportError:  # Python 3.7 images
-    import importlib_metadata as md
+    import pkg_resources
+    version = lambda name: pkg_resources.get_distribution(name).version
 out = {}
 for name in json.loads(sys.argv[1]):
     try:
-        out[name] = md.version(name)
+        out[name] = version(name)
     except Exception:
         pass
 print(json.dumps(out))
