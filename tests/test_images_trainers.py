@@ -199,3 +199,28 @@ def test_an_api_the_images_scikit_learn_removed_is_named_before_anything_is_uplo
 
     with urllib.request.urlopen(f"{gcs_emulator.endpoint}/storage/v1/b/{bucket}/o", timeout=10) as listed:
         assert json.loads(listed.read()).get("items", []) == []  # nothing uploaded
+
+
+def test_in_the_emulator_the_replacement_images_command_installs_hypertune_before_the_package(gcs_emulator, tmp_path,
+                                                                                             monkeypatch):
+    """`train` sends the public image a container command that installs cloudml-hypertune (the package imports it;
+    the image it replaces carried it) before the package; the emulator runs that command as sent, and the job runs."""
+    from support.training_emulator import TrainingEmulator
+
+    package = _copy("hypertune_in_model", tmp_path)
+    bucket = f"ht-{os.getpid()}"
+    gcs_emulator.create_bucket(bucket)
+    metrics = tmp_path / "hypertune.metrics"
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
+    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
+        done = _mlsubmit("train", "--package-path", str(package), "--skip-preflight", "--job-name", "ht", "--env",
+                         f"CLOUD_ML_HP_METRIC_FILE={metrics}", cwd=tmp_path, MLSUBMIT_API_ENDPOINT=emulator.endpoint,
+                         STORAGE_EMULATOR_HOST=gcs_emulator.endpoint, MLSUBMIT_PROJECT="p",
+                         MLSUBMIT_REGION="us-central1", MLSUBMIT_STAGING_BUCKET=f"gs://{bucket}",
+                         MLSUBMIT_POLL_INTERVAL="0.2")
+        (job,) = emulator.vertex_jobs().list(parent="projects/p/locations/us-central1").execute()["customJobs"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    command = job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["command"][2]
+    assert "'tensorboard~=2.21.0' cloudml-hypertune==0.1.0.dev6; " in command, command
+    assert "Successfully installed cloudml-hypertune-0.1.0.dev6" in done.stdout, done.stdout[-3000:]
+    assert json.loads(metrics.read_text().splitlines()[-1])["loss"] == "0.125"
