@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from mlsubmit.cli import app
 from mlsubmit_runtime.artifacts import publish_dir
+from tests.support.one_line import refused
 from tests.support.trainer_run import ROOT
 
 SCRIPT = ROOT / "tests" / "support" / "backend_member.py"
@@ -194,25 +195,18 @@ def test_a_built_in_layer_that_fails_to_rebuild_is_named_with_the_backend_it_was
 
     job_dir = str(_with_config(Path(trained.job_dir("jax")), tmp_path / "changed", unknown_argument))
     result = runner.invoke(app, ["predict", job_dir, "--input", str(trained.data)])
-    _refused(result, f"job dir {job_dir} (trained under jax) does not load under tensorflow: layer Dense ('dense')",
+    refused(result, f"job dir {job_dir} (trained under jax) does not load under tensorflow: layer Dense ('dense')",
              "only_elsewhere", "predict with --backend jax, the backend it was trained under")
 
 
 # -- choosing the backend: one line, exit 2, before any model is read ----------------------------------------------
-def _refused(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
-
-
 def test_an_unknown_backend_is_refused_by_flag_and_by_environment(tmp_path, monkeypatch):
     model = tmp_path / "m.keras"
     model.write_bytes(b"never read")
-    _refused(runner.invoke(app, ["predict", str(model), "-i", "x.npy", "--backend", "jx"]),
+    refused(runner.invoke(app, ["predict", str(model), "-i", "x.npy", "--backend", "jx"]),
              "--backend: received 'jx'", "tensorflow, jax, torch", "did you mean 'jax'?")
     monkeypatch.setenv("KERAS_BACKEND", "numpy")
-    _refused(runner.invoke(app, ["predict", str(model), "-i", "x.npy"]), "KERAS_BACKEND: received 'numpy'")
+    refused(runner.invoke(app, ["predict", str(model), "-i", "x.npy"]), "KERAS_BACKEND: received 'numpy'")
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
@@ -232,5 +226,5 @@ def test_a_process_whose_keras_runs_another_backend_says_so(trained):
 
     current = keras.backend.backend()
     other = "jax" if current != "jax" else "torch"
-    _refused(runner.invoke(app, ["predict", trained.job_dir("jax"), "-i", str(trained.data), "--backend", other]),
+    refused(runner.invoke(app, ["predict", trained.job_dir("jax"), "-i", str(trained.data), "--backend", other]),
              f"Keras is already imported in this process under {current}", "fresh process")

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mlsubmit.cli import app
+from tests.support.one_line import refused
 from tests.support.trainer_run import ROOT, digits_npz
 
 SEEDS = (1, 2, 3)
@@ -147,14 +148,7 @@ def _copy_job_dir(source: str, bucket_name: str, prefix: str) -> str:
     return f"gs://{bucket_name}/{prefix}"
 
 
-def _refused(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
-
-
-def test_tampered_or_incomplete_gcs_job_dir_is_refused(trained, gcs, tmp_path):
+def test_tampered_or_incomplete_gcs_job_dir_isrefused(trained, gcs, tmp_path):
     from mlsubmit.emulator.gcs_emulator import storage_client
 
     _, bucket_name = gcs
@@ -164,12 +158,12 @@ def test_tampered_or_incomplete_gcs_job_dir_is_refused(trained, gcs, tmp_path):
     content[len(content) // 2] ^= 0xFF  # one byte, same size
     blob.upload_from_string(bytes(content))
     out = tmp_path / "p.csv"
-    _refused(_predict(tampered, trained.job_dirs[1], "--input", str(trained.data), "-o", str(out)),
+    refused(_predict(tampered, trained.job_dirs[1], "--input", str(trained.data), "-o", str(out)),
              "is corrupt", "model/model.keras", "sha256")
 
     incomplete = _copy_job_dir(trained.job_dirs[0], bucket_name, "incomplete")
     storage_client().bucket(bucket_name).blob("incomplete/MANIFEST.json").delete()
-    _refused(_predict(incomplete, "--input", str(trained.data), "-o", str(out)),
+    refused(_predict(incomplete, "--input", str(trained.data), "-o", str(out)),
              "is incomplete: no MANIFEST.json")
     assert list(tmp_path.iterdir()) == []
 
@@ -196,7 +190,7 @@ def small_models(tmp_path_factory) -> dict[str, Path]:
 
 def test_lambda_model_is_refused_without_unsafe_and_loads_with_it(small_models, trained, tmp_path):
     out = tmp_path / "p.json"
-    _refused(_predict(str(small_models["lambda"]), "--input", str(trained.data), "-o", str(out)),
+    refused(_predict(str(small_models["lambda"]), "--input", str(trained.data), "-o", str(out)),
              "Lambda layer", "arbitrary code", "--unsafe")
     assert not out.exists()
     result = _predict(str(small_models["lambda"]), "--input", str(trained.data), "-o", str(out), "--unsafe")
@@ -206,9 +200,9 @@ def test_lambda_model_is_refused_without_unsafe_and_loads_with_it(small_models, 
 
 @pytest.mark.parametrize("other, needle", [("small_input", "disagree on the input shape"),
                                            ("five", "disagree on the number of classes")])
-def test_members_that_disagree_are_refused(small_models, trained, tmp_path, other, needle):
+def test_members_that_disagree_arerefused(small_models, trained, tmp_path, other, needle):
     out = tmp_path / "p.csv"
-    _refused(_predict(str(small_models["plain"]), str(small_models[other]), "--input", str(trained.data),
+    refused(_predict(str(small_models["plain"]), str(small_models[other]), "--input", str(trained.data),
                       "--weights", "equal", "-o", str(out)), needle)
     assert list(tmp_path.iterdir()) == []
 
@@ -216,9 +210,9 @@ def test_members_that_disagree_are_refused(small_models, trained, tmp_path, othe
 @pytest.mark.parametrize("x, needle", [(np.zeros((5, 4, 4), np.uint8), "the models expect (8, 8, 1)"),
                                        (np.zeros((5, 8, 8), np.complex64), "dtype complex64"),
                                        (np.array([["a"] * 8] * 5), "dtype <U1")])
-def test_input_of_the_wrong_shape_or_dtype_is_refused(small_models, tmp_path, x, needle):
+def test_input_of_the_wrong_shape_or_dtype_isrefused(small_models, tmp_path, x, needle):
     np.savez(tmp_path / "x.npz", x_test=x)
-    _refused(_predict(str(small_models["plain"]), "--input", str(tmp_path / "x.npz"), "-o", str(tmp_path / "p.csv")),
+    refused(_predict(str(small_models["plain"]), "--input", str(tmp_path / "x.npz"), "-o", str(tmp_path / "p.csv")),
              needle)
     assert [p.name for p in tmp_path.iterdir()] == ["x.npz"]
 
@@ -232,9 +226,9 @@ def test_accuracy_weights_need_metrics_and_a_broken_image_mid_way_leaves_no_outp
         Image.new("L", (8, 8), 40 * i).save(images / f"{i}.png")
     (images / "9.png").write_bytes(b"not a png")  # sorted last: fails in the last batch
     out = tmp_path / "p.csv"
-    _refused(_predict(str(small_models["plain"]), str(small_models["lambda"]), "--input", str(images / "*.png"),
+    refused(_predict(str(small_models["plain"]), str(small_models["lambda"]), "--input", str(images / "*.png"),
                       "-o", str(out), "--unsafe"), "--weights accuracy needs each model's recorded accuracy")
-    _refused(_predict(str(small_models["plain"]), "--input", str(images / "*.png"), "-o", str(out),
+    refused(_predict(str(small_models["plain"]), "--input", str(images / "*.png"), "-o", str(out),
                       "--batch-size", "2"), "9.png: cannot read it")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["images"]
     (images / "9.png").unlink()
@@ -249,6 +243,6 @@ def test_a_damaged_npz_found_mid_way_leaves_no_output(small_models, tmp_path):
     damaged = bytearray(path.read_bytes())
     damaged[len(damaged) // 2] ^= 0xFF  # the zip's CRC check fails only once the member has been read
     path.write_bytes(bytes(damaged))
-    _refused(_predict(str(small_models["plain"]), "--input", str(path), "-o", str(tmp_path / "p.npz"),
+    refused(_predict(str(small_models["plain"]), "--input", str(path), "-o", str(tmp_path / "p.npz"),
                       "--batch-size", "100"), "the file is damaged")
     assert [p.name for p in tmp_path.iterdir()] == ["x.npz"]

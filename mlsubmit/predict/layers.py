@@ -17,7 +17,10 @@ from pathlib import Path
 
 _UNKNOWN_CLASS = re.compile(r"Could not locate class '([^']+)'|Unknown layer: '?([A-Za-z_][\w.>]*)")
 _FAILED_CONFIG = re.compile(r"(?:config=|Full object config: )\{'module': (?:None|'[^']*'), 'class_name': '([^']+)'")
+_CALLED = re.compile(r"Exception encountered when calling (\w+)\.call\(\)")
 _CONTAINERS = {"Sequential", "Functional", "Model", "InputLayer"}
+# Keras 3's own markers in config.json (a Lambda's stored code, a tensor between layers): no class of the training's
+_SERIALIZED_MARKER = re.compile(r"__\w+__")
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,14 @@ def stranded_layer(model_file: Path, exc: BaseException) -> StrandedLayer | None
     if unknown:
         class_name = (unknown.group(1) or unknown.group(2)).split(">")[-1]
         return StrandedLayer(class_name, _layer_name(config, class_name), custom=True)
-    custom = next((node for node in _layer_configs(config) if not _is_keras_own(node)), None) if config else None
+    custom = next((node for node in _layer_configs(config) if not _is_keras_own(node)
+                   and not _SERIALIZED_MARKER.fullmatch(node["class_name"])), None) if config else None
     if custom is not None:
         return StrandedLayer(custom["class_name"], _layer_name(config, custom["class_name"]), custom=True)
     failed = [name for name in _FAILED_CONFIG.findall(text) if name not in _CONTAINERS]
     if failed:  # Keras quotes each config that failed, outermost first: the last is the layer itself
         return StrandedLayer(failed[-1], _layer_name(config, failed[-1]), custom=False)
+    called = [name for name in _CALLED.findall(text) if name not in _CONTAINERS]
+    if called:  # a layer whose call failed while Keras rebuilt the graph (a Lambda's stored code, typically)
+        return StrandedLayer(called[-1], _layer_name(config, called[-1]), custom=False)
     return None

@@ -24,6 +24,7 @@ from mlsubmit.jobspec.keras_backends import BACKENDS as BACKEND_NAMES
 from mlsubmit.predict.archive import check_archive
 from mlsubmit.predict.backend import activate, keras_major, keras_version
 from mlsubmit.predict.layers import has_lambda, stranded_layer
+from mlsubmit.predict.rebuild import LAMBDA_FIX, OTHER_FIX, prediction_failed, root_cause, signature
 from mlsubmit.predict.sources import ModelSource
 
 
@@ -36,7 +37,10 @@ class Member:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         # The compiled predict step without model.predict()'s per-call tf.data pipeline: 2-3× faster per batch
-        return np.asarray(self.model.predict_on_batch(x))
+        try:
+            return np.asarray(self.model.predict_on_batch(x))
+        except Exception as exc:  # the model's own code (a Lambda's, a layer's op) fails on real data
+            raise prediction_failed(self.source.name, self.model, len(x), exc) from None
 
 
 def _keras(backend: str):
@@ -88,11 +92,13 @@ def _not_carried_across(source: ModelSource, backend: str, exc: Exception) -> Us
                           hint="register the layer: import the code that defines it (@keras.saving."
                           "register_keras_serializable) and call mlsubmit.predict.run.predict from Python, or build "
                           "the model from Keras's own layers")
+    if layer.class_name == "Lambda":  # its stored code fails wherever it loads: no other backend is the fix
+        return UsageError(f"{where}: layer {layer.shown} cannot be rebuilt: its stored code fails "
+                          f"({root_cause(exc)})", hint=LAMBDA_FIX)
     reason = (str(exc).splitlines() or [""])[-1].split("Exception encountered: ")[-1][:160]
     other = source.backend if source.backend in BACKEND_NAMES and source.backend != backend else None
     return UsageError(f"{where}: layer {layer.shown} cannot be rebuilt here ({reason})",
-                      hint=f"predict with --backend {other}, the backend it was trained under" if other else
-                      "predict with the Keras version and backend it was saved with")
+                      hint=f"predict with --backend {other}, the backend it was trained under" if other else OTHER_FIX)
 
 
 def _lambda_refused(source: ModelSource) -> UsageError:
@@ -136,12 +142,11 @@ def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAUL
                              ) from None
         raise UsageError(f"invalid value for MODEL: cannot load {source.name} as a Keras model "
                          f"({type(exc).__name__}: {first})") from None
-    inputs, outputs = model.inputs, model.outputs
-    if len(inputs) != 1 or len(outputs) != 1 or len(outputs[0].shape) != 2 or (outputs[0].shape[-1] or 0) < 2:
+    inputs, outputs = signature(source.name, model, keras)
+    if len(inputs) != 1 or len(outputs) != 1 or len(outputs[0]) != 2 or (outputs[0][-1] or 0) < 2:
         raise UsageError(f"invalid value for MODEL: {source.name} has {len(inputs)} input(s) and outputs of shape "
-                         f"{[tuple(o.shape) for o in outputs]}; expected one input and one (batch, classes) output "
-                         "of class probabilities")
-    return Member(source, model, tuple(inputs[0].shape[1:]), int(outputs[0].shape[-1]))
+                         f"{outputs}; expected one input and one (batch, classes) output of class probabilities")
+    return Member(source, model, tuple(inputs[0][1:]), int(outputs[0][-1]))
 
 
 def check_agreement(members: Sequence[Member]) -> tuple[tuple, int]:
