@@ -1,4 +1,11 @@
-"""`mlsubmit train --target ray://…` on a real Ray head (3 CPUs) on 127.0.0.1, reached through Ray Client."""
+"""`mlsubmit train --target ray://…` on a real Ray head (3 CPUs) on 127.0.0.1, reached through Ray Client.
+
+What only the engine decides runs here: the bundled trainer as chief + worker + evaluator in sync (TensorFlow's
+traffic on the addresses Ray's actors hold), a user's trainer installing its requirement inside a Ray worker's
+environment, a failing replica, a cancel that reaches every actor (a parameter server among them), a job larger
+than the head. What the launcher does alike whichever engine started it runs once, on Dask
+(tests/test_engine_dask.py): the parameter-server strategy's training, and stock nodes through
+MLSUBMIT_NODE_PYTHON (carried in each replica's spec, read by the launcher on the node)."""
 
 from __future__ import annotations
 
@@ -8,7 +15,6 @@ from tests.support.engine_clusters import ray_cluster
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_a_job_larger_than_the_cluster_starts_nothing,
                                         test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
-                                        test_chief_worker_and_parameter_server, test_stock_nodes,
                                         test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync, tiny)
 
 pytestmark = pytest.mark.slow
