@@ -1,7 +1,7 @@
 """`mlsubmit train --target spark://…` on a real Spark standalone master and two workers (2 cores each) on
 127.0.0.1. Each job here pays a Spark application's start (a driver JVM, executors registering): the
-parameter-server layout and tuning run on Dask and Ray; here chief + worker + evaluator (4 slots) and a user's
-trainer unmodified."""
+parameter-server layout and tuning run on Dask, an evaluator beside chief and worker on Dask and Ray; here the
+bundled trainer as chief + worker in sync, a user's trainer unmodified, and three replicas in 4 slots (the cancel)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 from tests.support import engine_checks as checks
 from tests.support.engine_clusters import spark_cluster, stock_python
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
-                                        test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
-                                        test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync, tiny)
+                                        test_a_users_trainer_unmodified, test_cancel_stops_every_replica, tiny)
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +22,11 @@ def cluster(tmp_path_factory):
     found = spark_cluster(tmp_path_factory.mktemp("spark"))
     yield found
     found.stop()
+
+
+def test_the_bundled_trainer_as_chief_and_worker_in_sync(cluster, tmp_path, home):
+    """(The evaluator, a third replica like the cancel's parameter server here, follows on Dask and Ray.)"""
+    checks.check_synchronous_chief_and_worker(cluster, tmp_path, home)
 
 
 def test_stock_nodes(cluster, tmp_path, home):
