@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 from tests.support import engine_checks as checks
 from tests.support.engine_clusters import dask_cluster, free_port
+from tests.test_cluster_hostile import _refused, _train
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_a_job_larger_than_the_cluster_starts_nothing,
                                         test_a_tuning_study_runs_its_trials_on_the_cluster,
@@ -43,3 +49,41 @@ def test_max_runtime_stops_every_replica(cluster, tmp_path, home, tiny):
 
 def test_a_gs_job_dir(cluster, tmp_path, home, gcs):
     checks.check_gcs_job_dir(cluster, tmp_path, home, gcs)
+
+
+def test_job_names_that_would_leave_the_record_directory_are_refused(cluster, tiny, tmp_path):
+    """(#32, beside the other hostile targets of tests/test_cluster_hostile.py, on this module's cluster)
+    `../../../x/CJTRAV` and a name with a newline are refused before anything is built, and `jobs
+    describe|logs|cancel` of them neither read nor rewrite a record planted where they point (nor signal the pid it
+    names); a name with '.' and '-' still runs and is recorded under cluster-jobs/."""
+    home = tmp_path / "a" / "b" / "home"
+    outside = tmp_path / "a" / "x" / "CJTRAV"  # cluster-jobs/../../../x/CJTRAV
+    for name in ("../../../x/CJTRAV", "nl\nname", "space name", ".hidden", "a/" * 60, "/abs"):
+        done, seconds = _train(cluster.target, home, tmp_path, "--package-path", str(tiny), "--module-name",
+                               "tinypkg.task", "--job-name", name)
+        error = _refused(done, seconds, home)
+        assert error.startswith("error: invalid value for --job-name: received ") and \
+            "expected a cluster job name: a letter or digit, then letters, digits, '_', '-' or '.'" in error, error
+    assert not outside.exists()
+
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        outside.mkdir(parents=True)
+        planted = json.dumps({"job_id": "../../../x/CJTRAV", "state": "RUNNING", "pid": sleeper.pid})
+        (outside / "job.json").write_text(planted)
+        env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home)}
+        for command in ("describe", "logs", "cancel"):
+            for name in ("../../../x/CJTRAV", "nl\nname"):
+                done = subprocess.run([sys.executable, "-m", "mlsubmit", "jobs", command, name, "--api", "cluster"],
+                                      env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                assert (done.returncode, done.stderr.count("\n"), done.stdout) == (2, 1, ""), done.stderr
+                assert done.stderr.startswith("error: invalid value for JOB: received "), done.stderr
+        assert (outside / "job.json").read_text() == planted and sleeper.poll() is None
+    finally:
+        sleeper.send_signal(signal.SIGKILL)
+        sleeper.wait()
+
+    done, _ = _train(cluster.target, home, tmp_path, "--package-path", str(tiny), "--module-name", "tinypkg.task",
+                     "--job-name", "run.1-ok")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert json.loads((home / "cluster-jobs" / "run.1-ok" / "job.json").read_text())["state"] == "SUCCEEDED"
