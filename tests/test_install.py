@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from support.built_wheel import mlsubmit_wheel
 from support.engine_clusters import stock_python
 from support.training_emulator import start_emulator_command
 
@@ -47,12 +48,8 @@ def _names(report: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """mlsubmit's wheel, built from the checkout as a release is (pip's PEP 517 build, isolated)."""
-    out = tmp_path_factory.mktemp("wheel")
-    done = _run([sys.executable, "-m", "pip", "wheel", *PIP_QUIET, "-q", "--no-deps", "-w", out, ROOT], timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (built,) = out.glob("mlsubmit-*.whl")
-    return built
+    """mlsubmit's wheel, built from the checkout as a release is (pip's PEP 517 build, isolated), once a session."""
+    return mlsubmit_wheel(tmp_path_factory)
 
 
 def _venv(python: str, where: Path) -> tuple[Path, str]:

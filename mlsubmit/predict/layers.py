@@ -74,6 +74,24 @@ def _config_json(model_file: Path):
         return None
 
 
+def saved_keras_version(model_file: Path) -> str | None:
+    """The version of the Keras that wrote the file (metadata.json of a .keras archive, the keras_version attribute
+    of an .h5), or None where it does not say."""
+    try:
+        if Path(model_file).suffix == ".keras":
+            with zipfile.ZipFile(model_file) as archive:
+                version = json.loads(archive.read("metadata.json")).get("keras_version")
+        else:
+            import h5py
+
+            with h5py.File(model_file, "r") as h5:
+                version = h5.attrs.get("keras_version")
+        version = version.decode() if isinstance(version, bytes) else version
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) and re.fullmatch(r"\d+(\.\w+)*", version) else None
+
+
 def has_lambda(model_file: Path) -> bool:
     """Whether the saved model holds a Lambda layer (whose stored code runs when it is loaded)."""
     return any(node["class_name"] == "Lambda" for node in _layer_configs(_config_json(model_file)))

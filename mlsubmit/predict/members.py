@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
 from mlsubmit.jobspec.keras_backends import BACKENDS as BACKEND_NAMES
 from mlsubmit.predict.archive import check_archive
 from mlsubmit.predict.backend import activate, keras_major, keras_version
-from mlsubmit.predict.layers import has_lambda, stranded_layer
+from mlsubmit.predict.layers import has_lambda, saved_keras_version, stranded_layer
 from mlsubmit.predict.rebuild import LAMBDA_FIX, OTHER_FIX, prediction_failed, root_cause, signature
 from mlsubmit.predict.sources import ModelSource
 
@@ -44,7 +45,8 @@ class Member:
 
 
 def _keras(backend: str):
-    """Keras 3 under `backend`, which this process takes for good on the first import (KERAS_BACKEND)."""
+    """The Keras found here: Keras 3 under `backend`, which this process takes for good on the first import
+    (KERAS_BACKEND), or Keras 2 (tf.keras), which runs on TensorFlow only."""
     activate(backend)
     if backend != "tensorflow":
         import keras
@@ -57,7 +59,10 @@ def _keras(backend: str):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
     from mlsubmit.chatter import quiet_native_startup
 
-    with quiet_native_startup():  # what C++ prints before the variable takes effect, and at device start-up
+    with quiet_native_startup(), warnings.catch_warnings():  # C++ start-up logs, before the variable takes effect
+        # TensorFlow 2.8-2.1x imports googleapiclient where it is installed (mlsubmit's core brings it): on Python
+        # 3.10 google.api_core then warns about its own support of that Python, nothing predict uses or can act on
+        warnings.filterwarnings("ignore", "You are using a non-supported Python version", FutureWarning)
         import tensorflow as tf
         from mlsubmit_runtime.kerasmod import get_keras
 
@@ -107,6 +112,21 @@ def _lambda_refused(source: ModelSource) -> UsageError:
                       hint="pass --unsafe only if you trust where this model came from")
 
 
+def _newer_keras(source: ModelSource) -> str | None:
+    """The version of the Keras that saved the file, where its major version is newer than the one found here."""
+    saved = saved_keras_version(source.model_file)
+    return saved if saved and saved.split(".")[0].isdigit() and int(saved.split(".")[0]) > keras_major() else None
+
+
+def _legacy_cannot_load(source: ModelSource, error: str) -> UsageError:
+    """A file the Keras 2 found here cannot load: most often one Keras 3 wrote, which says so inside."""
+    saved = _newer_keras(source)
+    what = f"{source.name} was saved by Keras {saved}, whose files" if saved else f"{source.name}, which"
+    return UsageError(f"invalid value for MODEL: {what} Keras {keras_version()} (found here) cannot load ({error})",
+                      hint="predict in a venv of its own with Keras 3: pipx install 'mlsubmit[tensorflow]'"
+                      + ("" if saved else ", or with the Keras version the model was saved with"))
+
+
 def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAULT_BACKEND) -> Member:
     """Load one model file, in this process's Keras backend, and read its input shape and class count.
 
@@ -131,17 +151,15 @@ def load_member(source: ModelSource, unsafe: bool = False, backend: str = DEFAUL
     except Exception as exc:  # Keras raises ValueError, TypeError, OSError… for files it cannot load
         if not unsafe and _is_safe_mode_refusal(exc):
             raise _lambda_refused(source) from None
+        error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        if legacy and _newer_keras(source):
+            raise _legacy_cannot_load(source, error) from None
         stranded = _not_carried_across(source, backend, exc)
         if stranded is not None:
             raise stranded from None
-        first = (str(exc).splitlines() or [""])[0][:200]
         if legacy:
-            raise UsageError(f"invalid value for MODEL: Keras {keras_version()} (found here) cannot load "
-                             f"{source.name} ({type(exc).__name__}: {first})",
-                             hint="predict in a venv of its own with Keras 3: pipx install 'mlsubmit[tensorflow]'"
-                             ) from None
-        raise UsageError(f"invalid value for MODEL: cannot load {source.name} as a Keras model "
-                         f"({type(exc).__name__}: {first})") from None
+            raise _legacy_cannot_load(source, error) from None
+        raise UsageError(f"invalid value for MODEL: cannot load {source.name} as a Keras model ({error})") from None
     inputs, outputs = signature(source.name, model, keras)
     if len(inputs) != 1 or len(outputs) != 1 or len(outputs[0]) != 2 or (outputs[0][-1] or 0) < 2:
         raise UsageError(f"invalid value for MODEL: {source.name} has {len(inputs)} input(s) and outputs of shape "
