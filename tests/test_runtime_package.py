@@ -67,6 +67,28 @@ def test_the_runtime_sdist_is_reproducible_and_holds_only_the_runtime(tmp_path):
     assert "Name: mlsubmit-runtime" in pkg_info
 
 
+@pytest.mark.parametrize("version", ["3.7", "3.10"])
+def test_the_runtime_installs_and_imports_on_every_python_an_image_has_with_no_framework(tmp_path, version):
+    """Legacy runtimes run Python 3.7: the runtime's sdist must install there (no Requires-Python above it, no
+    framework requirement) and its framework-free modules import."""
+    from support.engine_clusters import pyenv_pythons
+
+    found = pyenv_pythons(version)
+    if not found:
+        pytest.skip(f"no Python {version} (pyenv) on this machine")
+    sdist = build_runtime(tmp_path / "dist")
+    venv = tmp_path / "venv"
+    subprocess.run([str(found[0]), "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           str(sdist.path)], capture_output=True, text=True, timeout=300)  # as the image's pip does
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import mlsubmit_runtime.artifacts, "
+                               "mlsubmit_runtime.hypertune, mlsubmit_runtime.devices, mlsubmit_runtime.kerasmod, "
+                               "mlsubmit_runtime.storage, mlsubmit_runtime.chatter; print('ok')"],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert imported.stdout.strip() == "ok", imported.stderr[-2000:]
+
+
 def test_emulated_devices_come_from_the_environment():
     assert devices.emulated_devices({}) == 0 and devices.emulated_devices({"MLSUBMIT_EMULATE_DEVICES": "2"}) == 2
     with pytest.raises(InputError, match="MLSUBMIT_EMULATE_DEVICES: received 'two'"):

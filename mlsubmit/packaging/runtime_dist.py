@@ -75,7 +75,9 @@ def runtime_plan() -> Any:
     from mlsubmit_runtime import __version__
 
     plan = plan_sdist(runtime_dir())
-    meta = ProjectMetadata(name=DISTRIBUTION, version=__version__, python_requires=">=3.10", source=PACKAGE,
+    # every image mlsubmit runs, legacy runtimes' Python 3.7 included (tests/test_runtime_package.py parses and
+    # imports it there); no framework requirement: the image brings its own
+    meta = ProjectMetadata(name=DISTRIBUTION, version=__version__, python_requires=">=3.7", source=PACKAGE,
                            summary="mlsubmit's runtime for trainer packages: multi_gpu_model, artifacts with a "
                            "manifest, emulated devices, tuning metrics")
     return dataclasses.replace(plan, metadata=meta)
