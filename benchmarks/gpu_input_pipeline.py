@@ -11,7 +11,7 @@ Keras not installed there: `--wheels DIR` installs it from wheels carried with t
 DIR` on a machine with network; about 10 MB), into a temporary folder removed at the end, without the network.
 
     python benchmarks/gpu_input_pipeline.py [--budget 540] [--precision float32] [--samples 32768] [--epochs 4]
-        [--batch-size 256] [--wheels DIR] [--json gpu_input_pipeline.json] [--quick]
+        [--batch-size 256] [--backends jax,torch] [--wheels DIR] [--json gpu_input_pipeline.json] [--quick]
 """
 
 from __future__ import annotations
@@ -89,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wheels", default=None, help="a folder of wheels to install Keras from where it is missing")
     p.add_argument("--json", default=None, help="where the rows go (default gpu_input_pipeline.json; none with "
                                                 "--quick unless given)")
+    p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)} "
+                                                                  "(default: both)")
     p.add_argument("--quick", action="store_true", help="gpu_scaling.py's quick mode for each backend, mnist_cnn "
                                                         "only: that it runs (on any machine)")
     args = p.parse_args(argv)
+    backends = tuple(b for b in BACKENDS if b in {part.strip() for part in args.backends.split(",")})
+    if not backends:
+        p.error(f"--backends: expected some of {', '.join(BACKENDS)}, received {args.backends!r}")
     if args.json is None and not args.quick:
         args.json = "gpu_input_pipeline.json"
     if args.quick:
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
         if site:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
-        for backend in BACKENDS:
+        for backend in backends:
             for model in MODELS[:1] if args.quick else MODELS:
                 rows += one(backend, model, args, scratch, env, deadline - time.monotonic())
                 print(f"  {backend} {model}: {rows[-1].get('trainer')} images/s {rows[-1].get('error', '')}",
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     devices = sorted({r["device"] for r in rows if r.get("device")}) or ["—"]
     print(f"{time.strftime('%Y-%m-%d')} · device: {', '.join(devices)} · one device, per backend; keras = plain "
           "model.fit without augmentation, keras+aug = with the flip and padded crop as preprocessing layers")
-    for backend in BACKENDS:
+    for backend in backends:
         mine = [r for r in rows if r["backend"] == backend]
         version = next((r["backend_version"] for r in mine if r.get("backend_version")), "?")
         print(bench.render(bench.summarise(mine), f"[{backend} {version}]"))
