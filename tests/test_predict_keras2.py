@@ -11,7 +11,9 @@ not weigh what is installed, takes the newest Google client libraries and lifts 
 - a model Keras 2.8 saved as .h5 predicts, on TensorFlow 2.8 and Keras 2.8, what Keras 2.8 itself predicts;
 - a Keras 3 .keras file, and the .h5 Keras 3 writes (the trainer's model.h5: its InputLayer has Keras 3's
   `batch_shape`, which no Keras 2 reads), are one line naming the Keras that saved it and the one found, exit 2;
-- a Keras 2 .h5 holding a Lambda layer is refused without --unsafe (Keras 2 has no safe mode: mlsubmit checks).
+- a Keras 2 .h5 holding a Lambda layer is refused without --unsafe (Keras 2 has no safe mode: mlsubmit checks);
+- where protobuf was lifted (the install without constraints), TensorFlow 2.8 fails to import: one line naming the
+  requirement it does not meet and the pip command that restores it.
 
 Heavy: the install resolves and unpacks the core's dependencies and matplotlib (about a minute on 2 cores; the
 image environment, built once, takes minutes more).
@@ -64,8 +66,10 @@ model.save(sys.argv[1] + "/keras3.h5")  # as the trainer writes model.h5 beside 
 @dataclass(frozen=True)
 class UserVenv:
     python: Path
-    env_packages: dict[str, str]  # what the TensorFlow 2.8 environment under it holds: name -> version
+    env_python: Path  # the TensorFlow 2.8 environment under it
+    env_packages: dict[str, str]  # what that environment holds: name -> version
     models: Path
+    pip: list  # the user's pip (23.0.1), run as `pip --python VENV`
 
 
 def _run(argv: list, *, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
@@ -127,7 +131,7 @@ def user_venv(tmp_path_factory, images_home) -> UserVenv:
         done = install.result()
     assert done.returncode == 0, done.stderr[-3000:]
     assert _frozen(pip, env_python) == held  # the environment under the venv is as it was
-    return UserVenv(user / "bin" / "python", held, root / "models")
+    return UserVenv(user / "bin" / "python", env_python, held, root / "models", pip)
 
 
 def _predict(venv: UserVenv, model: str, *args: str) -> subprocess.CompletedProcess:
@@ -163,3 +167,23 @@ def test_keras2_models_predict_on_keras2_and_a_keras3_file_or_a_lambda_is_one_li
         assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
         assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("error: "), refused.stderr
         assert all(needle in refused.stderr for needle in needles), refused.stderr
+
+
+def test_a_tensorflow_broken_by_a_lifted_protobuf_is_one_line_naming_the_pin(user_venv, tmp_path):
+    """What pip's resolver does without constraints (lift protobuf over TensorFlow 2.8's pin into the user's venv),
+    done here by the same pip into a venv layered on the user's: mlsubmit and the framework below, protobuf 6+ on top."""
+    lifted = tmp_path / "lifted"
+    assert _run([user_venv.env_python, "-m", "venv", "--without-pip", lifted]).returncode == 0
+    site = _site_packages(lifted / "bin" / "python")
+    (site / "a_user.pth").write_text(f"{_site_packages(user_venv.python)}\n")
+    (site / "b_tensorflow_2_8.pth").write_text(f"{_site_packages(user_venv.env_python)}\n")
+    done = _run([*user_venv.pip, "--python", lifted / "bin" / "python", "install", *PIP_QUIET, "-q", "--no-deps",
+                 "protobuf>=6.33.5"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = _run([lifted / "bin" / "python", "-m", "mlsubmit", "predict", user_venv.models / "keras2.h5", "--input",
+                user_venv.models / "x.npy"], cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: TensorFlow 2.8.4 found here ("), run.stderr
+    assert "fails to import (TypeError: Descriptors cannot be created directly" in run.stderr, run.stderr
+    assert "it requires protobuf<3.20,>=3.9.2 (" in run.stderr, run.stderr
+    assert "pip install 'mlsubmit[predict]' 'protobuf<3.20,>=3.9.2'" in run.stderr, run.stderr

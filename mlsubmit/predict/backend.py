@@ -53,6 +53,54 @@ def keras_major() -> int:
     return int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0
 
 
+_TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tensorflow-macos")
+
+
+def _unmet_tensorflow_requirements() -> tuple[str, list[str]]:
+    """The installed TensorFlow's version and those of its requirements the installed packages do not meet
+    ("protobuf<3.20,>=3.9.2 (7.36.2 installed)"), read from metadata: nothing is imported."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for name in _TENSORFLOW_DISTRIBUTIONS:
+        try:
+            found = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        unmet = []
+        for text in found.requires or ():
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            try:
+                have = importlib.metadata.version(requirement.name)
+            except importlib.metadata.PackageNotFoundError:
+                continue  # TensorFlow's own import error names a missing one
+            if not requirement.specifier.contains(have, prereleases=True):
+                unmet.append(f"{requirement.name}{requirement.specifier} ({have} installed)")
+        return found.version, unmet
+    return "", []
+
+
+def tensorflow_import_failed(exc: BaseException) -> UsageError:
+    """The one line for a TensorFlow that is installed but fails to import: most often a package it pins (protobuf)
+    that a later install lifted — pip's resolver does not weigh what is already installed."""
+    version, unmet = _unmet_tensorflow_requirements()
+    first = (str(exc).strip().splitlines() or [""])[0][:160]
+    found = f"TensorFlow {version}" if version else "TensorFlow"
+    if unmet:
+        wanted = " ".join(f"'{item.split(' (')[0]}'" for item in unmet)
+        return UsageError(f"{found} found here ({sys.executable}) fails to import ({type(exc).__name__}: {first}): it "
+                          f"requires {', '.join(unmet)}",
+                          hint=f"pip install 'mlsubmit[predict]' {wanted} (pip then picks the versions of the other "
+                          "packages that accept them)")
+    return UsageError(f"{found} found here ({sys.executable}) fails to import ({type(exc).__name__}: {first})",
+                      hint="repair the TensorFlow install (pip check lists what does not fit), or predict in a venv of "
+                      "its own: pipx install 'mlsubmit[tensorflow]'")
+
+
 def check_installed(name: str) -> None:
     """Raises UsageError, with the command that installs it, when the backend's package cannot be imported, when no
     Keras is installed beside it, or when the Keras found (2.x: TensorFlow 2.15 and older) cannot run `name`."""

@@ -23,7 +23,7 @@ from mlsubmit.errors import UsageError
 from mlsubmit.jobspec.keras_backends import DEFAULT as DEFAULT_BACKEND
 from mlsubmit.jobspec.keras_backends import BACKENDS as BACKEND_NAMES
 from mlsubmit.predict.archive import check_archive
-from mlsubmit.predict.backend import activate, keras_major, keras_version
+from mlsubmit.predict.backend import activate, keras_major, keras_version, tensorflow_import_failed
 from mlsubmit.predict.layers import has_lambda, saved_keras_version, stranded_layer
 from mlsubmit.predict.rebuild import LAMBDA_FIX, OTHER_FIX, prediction_failed, root_cause, signature
 from mlsubmit.predict.sources import ModelSource
@@ -63,7 +63,10 @@ def _keras(backend: str):
         # TensorFlow 2.8-2.1x imports googleapiclient where it is installed (mlsubmit's core brings it): on Python
         # 3.10 google.api_core then warns about its own support of that Python, nothing predict uses or can act on
         warnings.filterwarnings("ignore", "You are using a non-supported Python version", FutureWarning)
-        import tensorflow as tf
+        try:
+            import tensorflow as tf
+        except Exception as exc:  # installed (check_installed found it) but broken: a pin another install lifted
+            raise tensorflow_import_failed(exc) from None
         from mlsubmit_runtime.kerasmod import get_keras
 
         keras = get_keras()
