@@ -7,7 +7,6 @@ Keras already imported under another backend). Light: no Keras, no TensorFlow, n
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import sys
 
@@ -39,6 +38,8 @@ def keras_imported_under() -> str | None:
 def keras_version() -> str | None:
     """The version of the Keras this process would import (tf-keras under TF_USE_LEGACY_KERAS=1), read from its
     metadata without importing it; None when none is installed."""
+    import importlib.metadata  # here, not at import: `mlsubmit --help` loads this module (≈ 20 ms)
+
     from mlsubmit_runtime.kerasmod import legacy_keras_requested
 
     try:
@@ -59,6 +60,8 @@ _TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel",
 def _unmet_tensorflow_requirements() -> tuple[str, list[str]]:
     """The installed TensorFlow's version and those of its requirements the installed packages do not meet
     ("protobuf<3.20,>=3.9.2 (7.36.2 installed)"), read from metadata: nothing is imported."""
+    import importlib.metadata
+
     from packaging.requirements import InvalidRequirement, Requirement
 
     for name in _TENSORFLOW_DISTRIBUTIONS:
