@@ -307,18 +307,8 @@ def runnable_image(spec, say: Callable[[str], None], *, api: str = "vertex") -> 
 
 
 def versions_line(image: Image, python: Path) -> str:
-    """What the environment runs: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."."""
-    script = ("import sys\nout = ['Python ' + sys.version.split()[0]]\n"
-              "try:\n    import importlib.metadata as m\n    version = m.version\n"
-              "except ImportError:  # Python 3.7 images\n    import pkg_resources\n"
-              "    version = lambda name: pkg_resources.get_distribution(name).version\n"
-              "def alias(name):  # mlsubmit's stand-in for the image's TensorFlow under another name\n"
-              "    try: return (m.distribution(name).read_text('INSTALLER') or '').startswith('mlsubmit-alias')\n"
-              "    except Exception: return False\n"
-              "for name in ('tensorflow-cpu', 'tensorflow', 'keras', 'tf-keras', 'tensorboard', 'scikit-learn',"
-              " 'xgboost', 'torch', 'protobuf', 'numpy'):\n"
-              "    try:\n        if not alias(name): out.append(name + ' ' + version(name))\n"
-              "    except Exception: pass\n"
-              "print(', '.join(out))\n")
-    done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=60)
-    return f"{image.name}: {done.stdout.strip() or 'versions unknown'}"
+    """What the environment imports: "tf-cpu.2-17.py310: Python 3.10.13, tensorflow 2.17.1, keras 3.12.0, ..."
+    (a requirement's TensorFlow where it replaces the image's: mlsubmit.images.imported)."""
+    from mlsubmit.images.imported import imported
+
+    return f"{image.name}: {imported(python).line()}"

@@ -50,6 +50,7 @@ from mlsubmit.images.missing import missing_requirements
 TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")  # one `tensorflow` import package, three names
 ALIAS_INSTALLER = "mlsubmit-alias"
 _BRIDGE = "_mlsubmit_image.pth"
+REQUIREMENTS = "requirements.json"  # in a requirements environment: the requirements it was built for
 
 
 
@@ -90,6 +91,18 @@ def _new_venv(base: Path, path: Path, below: list[str], tensorflow) -> tuple[Pat
     python = path / "bin" / "python"
     site = Path(envs.site_packages(python))
     see(site, below)
+    _alias(site, tensorflow)
+    return python, site
+
+
+def _alias(site: Path, tensorflow) -> None:
+    """`site`'s stand-ins for `tensorflow` (name, version, requires: the TensorFlow its layers import) under its
+    other names, replacing those it had (a requirements layer below may replace the image's TensorFlow)."""
+    for info in site.glob("tensorflow*.dist-info"):
+        if (info / "INSTALLER").is_file() and (info / "INSTALLER").read_text().strip() == ALIAS_INSTALLER:
+            for item in info.iterdir():
+                item.unlink()
+            info.rmdir()
     if tensorflow is not None:
         name, version, requires = tensorflow
         for other in TENSORFLOW_NAMES:
@@ -97,7 +110,11 @@ def _new_venv(base: Path, path: Path, below: list[str], tensorflow) -> tuple[Pat
                 for relative, text in alias_files(other, version, requires, name).items():
                     (site / relative).parent.mkdir(exist_ok=True)
                     (site / relative).write_text(text)
-    return python, site
+
+
+def _tensorflow_below(below: list[str]):
+    """The TensorFlow the first of the site directories `below` that holds one imports (see image_tensorflow)."""
+    return next((found for found in map(image_tensorflow, map(Path, below)) if found is not None), None)
 
 
 def layered_venv(image: Image, image_python: Path, path: Path) -> Path:
@@ -144,25 +161,74 @@ def _install_package(python: Path, sdist: Path, image: Image, say: Callable[[str
                          f"{_last_line(done.stderr)}")
 
 
+def _replacing(missing: list[str], image_site: str) -> list[str]:
+    """The requirements of `missing` that name a distribution the image's environment holds (tensorflow==2.8.0 on an
+    image carrying tensorflow-cpu 2.8.4, numpy==1.22.4): they replace the image's, as pip install does there."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    held = {_canonical(info.name.split("-")[0]) for info in Path(image_site).glob("*.dist-info")}
+    if image_tensorflow(Path(image_site)) is not None:
+        held |= set(TENSORFLOW_NAMES)
+    found = []
+    for text in missing:
+        try:
+            name = _canonical(Requirement(text).name)
+        except InvalidRequirement:
+            continue
+        if name in held:
+            found.append(text)
+    return found
+
+
+def _site_of(root: Path, like: Path) -> Path:
+    return root.joinpath(*like.parts[-3:])  # lib/pythonX.Y/site-packages
+
+
+def layers(environment: Path) -> list[str]:
+    """The site directories a job environment built on `environment` (a requirements environment) sees, in order:
+    its own, then those its bridge names."""
+    site = _site_of(environment, Path(envs.site_packages(environment / "bin" / "python")))
+    return [str(site), *(str(_site_of(root, site)) for root in _built_on(environment))]
+
+
 def requirements_env(image: Image, image_env: Path, missing: list[str], say: Callable[[str], None]) -> Path | None:
-    """The requirements environment holding `missing` on the image's environment (built once for that exact list,
-    held), or None when offline (said: the job then runs without them)."""
+    """The requirements environment holding `missing` on the image's environment, held, or None when offline (said:
+    the job then runs without them). Requirements that replace the image's own distributions (a TensorFlow, a numpy:
+    `_replacing`) are a layer of their own, kept by just those, and the rest a small layer above it: a one-line
+    change of the rest does not install a second TensorFlow (1.4 GB per requirements list before)."""
+    image_site = envs.site_packages(image_env / "bin" / "python")
+    replacing = sorted(_replacing(missing, image_site))
+    below = [image_site]
+    if replacing:
+        base = _requirements_layer(image, image_env, replacing, below, say)
+        if base is None or len(replacing) == len(missing):
+            return base
+        below = layers(base)
+    return _requirements_layer(image, image_env, missing, below, say)
+
+
+def _requirements_layer(image: Image, image_env: Path, missing: list[str], below: list[str],
+                        say: Callable[[str], None]) -> Path | None:
+    """One requirements environment: `missing` installed on the site directories `below` (built once for that
+    exact list on those, held)."""
     pins_text = envs.constraints(image, envs.image_packages(image))
-    key = hashlib.sha256(json.dumps([image_env.name, missing, pins_text]).encode()).hexdigest()
+    on = [Path(site).parents[2].name for site in below[:-1]]  # the layers between it and the image's (none: as before)
+    key = hashlib.sha256(json.dumps([image_env.name, missing, pins_text, *([on] if on else [])]).encode()).hexdigest()
     target = envs.image_dir(image) / "deps" / f"{key[:16]}-{image_env.name}"
     listed = ", ".join(missing)
-    if (target / "bin" / "python").exists() and entries.hold(target):
+    if (target / "bin" / "python").exists() and all(path.is_dir() and entries.hold(path)
+                                                    for path in _built_on(target)) and entries.hold(target):
         say(f"Requirements {listed}: already installed in {target}")
         return target
     base, _ = envs.interpreter(image)
-    image_site = envs.site_packages(image_env / "bin" / "python")
     entries.remove_stale(target.parent)
     with entries.building(target.parent, f"the requirements environment of {listed}") as building:
-        python, _ = _new_venv(base, building, [image_site], image_tensorflow(Path(image_site)))
+        python, _ = _new_venv(base, building, below, _tensorflow_below(below))
         say(f"Installing what the package requires and {image.name}'s environment lacks ({listed}) once, for every "
             "package that requires the same (pip install, the image's packages kept)")
         pins = building / "image-constraints.txt"
         pins.write_text(pins_text)
+        (building / REQUIREMENTS).write_text(json.dumps(missing))
         done = envs.run_pip(python, ["install", "--no-input", "-c", str(pins), *missing])
         if done.returncode != 0 and any(word in done.stderr for word in envs._OFFLINE):
             say(f"warning: offline: the package's requirements ({listed}) were not installed on {image.name}'s "
@@ -217,7 +283,8 @@ def job_python(image: Image, packages: list[Path], say: Callable[[str], None] = 
         missing += [item.requirement for item in given]  # with the package's own: one resolution, as on the image
         layer = requirements_env(image, image_env, missing, say) if missing else None
         if layer is not None:
-            see(site, [str(layer.joinpath(*site.parts[-3:])), image_site])  # lib/pythonX.Y/site-packages
+            see(site, layers(layer))
+            _alias(site, _tensorflow_below(layers(layer)))  # the TensorFlow it imports: a requirement may replace it
         if layer is not None:
             _say_listed(given, built, say)
         if check is not None:

@@ -91,6 +91,7 @@ def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module:
     """
     from mlsubmit.images import envs
     from mlsubmit.images.check import check, describe
+    from mlsubmit.images.imported import imported
     from mlsubmit.packaging.extras import staged_names
     from mlsubmit.packaging.preflight import check_module
     from mlsubmit.packaging.runtime_dist import DISTRIBUTION, build_runtime, needs_runtime
@@ -114,9 +115,12 @@ def image_python(spec: JobSpec, package_path: str, setup_py: str | None, module:
                                          check=lambda python, venv: check_module(python, venv, module, cwd=venv,
                                                                                  package=sdist.package))
     beside = f" after {', '.join(path.name for path in before)}" if before else ""
+    ran = imported(python)  # what the job imports: a requirement may replace the image's framework
     say(f"trainer {sdist.filename} (sha256 {sdist.sha256[:12]}…){beside} "
-        f"{'already installed' if reused else 'installed'} on image {envs.versions_line(image, python)} "
+        f"{'already installed' if reused else 'installed'} on image {image.name}: {ran.line()} "
         f"(venv {python.parent.parent})")
+    for note in ran.replaced():
+        say(f"note: {note}")
     if not reused:
         _prune_after_build(say)
     return python, plan.metadata.name
