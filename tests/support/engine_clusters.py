@@ -66,9 +66,10 @@ class Cluster:
     processes: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # what `mlsubmit train` needs beside it (PYSPARK_PYTHON)
     scratch: list[Path] = field(default_factory=list)  # removed once the processes are gone
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGKILL)  # in turn, each given 10 s to end them
 
     def stop(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig in self.signals:
             for process in self.processes:
                 children.kill_group(process, sig)
             deadline = time.monotonic() + 10
@@ -119,7 +120,9 @@ def ray_cluster(tmp: Path, cpus: int = 3) -> Cluster:
     env = {**_env(tmp / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
     # Ray's session sockets must fit AF_UNIX's 107 bytes: a short directory, not the test's deep tmp path
     temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
-    cluster = Cluster(f"ray://127.0.0.1:{client}", scratch=[temp])
+    # `ray start --block` and its gcs_server outlive SIGTERM to their group by more than 30 s (measured): the 10 s
+    # of grace would be spent on every module's teardown, so the group gets SIGKILL at once, which ends them all
+    cluster = Cluster(f"ray://127.0.0.1:{client}", scratch=[temp], signals=(signal.SIGKILL,))
     cluster.processes.append(_start([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                                      f"--port={gcs}", f"--ray-client-server-port={client}",
                                      f"--min-worker-port={low}", f"--max-worker-port={low + 99}",
