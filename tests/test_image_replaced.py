@@ -75,3 +75,9 @@ def test_a_tensorflow_pin_on_the_28_runtime_says_it_replaces_the_images_tensorfl
     assert "note: requirement tensorflow==2.8.0 replaces the image's tensorflow-cpu 2.8.4 (as pip install does on " \
            "the image)" in done.stdout, done.stdout
     assert "replaced: tensorflow 2.8.0" in done.stdout
+    (tensorflow_layer,) = _layers(done.stdout)
+    # one line more: the 1.2 GB TensorFlow layer is shared, not installed again beside tabulate
+    more = _train(_package(tmp_path / "tf2", "tensorflow==2.8.0", "tabulate"), tmp_path)
+    assert "note: requirement tensorflow==2.8.0 replaces the image's tensorflow-cpu 2.8.4" in more.stdout, more.stdout
+    small, shared = _layers(more.stdout)
+    assert shared == tensorflow_layer and not list(small.glob("lib/python*/site-packages/tensorflow"))
