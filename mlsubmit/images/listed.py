@@ -97,21 +97,30 @@ def imports(files: Iterable[tuple[str, bytes | str | Path]]) -> dict[str, str]:
     return found
 
 
+MAX_SOURCE = 4 << 20  # bytes of one .py file read from an extra package's archive; a larger one is not a module
+
+
 def archive_sources(path: Path) -> list[tuple[str, bytes]]:
-    """(path inside the package, source) of each `.py` file of an sdist (its top folder dropped) or a wheel."""
+    """(path inside the package, source) of each `.py` file of an sdist (its top folder dropped) or a wheel; none
+    for an archive that cannot be read (what installs it says why: pip, the pre-flight)."""
     path = Path(path)
-    if path.name.endswith(".whl"):
-        with zipfile.ZipFile(path) as wheel:
-            return [(name, wheel.read(name)) for name in wheel.namelist() if name.endswith(".py")]
-    sources = []
-    with tarfile.open(path, "r:gz") as tar:
-        for member in tar.getmembers():
-            handle = tar.extractfile(member) if member.isfile() and member.name.endswith(".py") else None
-            if handle is not None and member.name.count("/") >= 1:
-                inside = member.name.split("/", 1)[1].removeprefix("src/")
-                if inside != "setup.py":
-                    sources.append((inside, handle.read()))
-    return sources
+    try:
+        if path.name.endswith(".whl"):
+            with zipfile.ZipFile(path) as wheel:
+                return [(info.filename, wheel.read(info)) for info in wheel.infolist()
+                        if info.filename.endswith(".py") and info.file_size <= MAX_SOURCE]
+        sources = []
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar.getmembers():
+                wanted = member.isfile() and member.name.endswith(".py") and member.size <= MAX_SOURCE
+                handle = tar.extractfile(member) if wanted else None
+                if handle is not None and member.name.count("/") >= 1:
+                    inside = member.name.split("/", 1)[1].removeprefix("src/")
+                    if inside != "setup.py":
+                        sources.append((inside, handle.read()))
+        return sources
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return []
 
 
 def given(image: Image | None, imported: dict[str, str], declared: Iterable[str] = ()) -> list[Given]:
