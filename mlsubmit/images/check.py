@@ -225,10 +225,34 @@ def _only_sdist(requirement: str, image: Image, scratch: str) -> bool | None:
     return False if (_NO_MATCH.search(text) or "from versions: none" in text) else None
 
 
+def _on_index(requirement: str, scratch: str) -> bool | None:
+    """Whether the package index has the project at all: any release of its name, for this machine's Python, wheels
+    or sources (False: pip found no version whatever; None: no answer). Tells a misspelt or private name from a
+    project that only lacks a release for the image's Python."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        name = Requirement(requirement).name
+    except InvalidRequirement:
+        return None
+    done = _pip(["install", "--dry-run", "--no-deps", "--ignore-installed", "--target", str(Path(scratch, "any")),
+                 name])
+    if done.returncode == 0:
+        return True
+    if any(word in done.stderr for word in _OFFLINE):
+        return None
+    return False if "from versions: none" in done.stderr else True
+
+
 def _without_wheel(requirement: str, image: Image, scratch: str, ignored: str = "") -> str:
     """The warning for a requirement with no wheel for the image's Python, said before anything is built: its source
-    distribution is built at every job start. Raises UsageError when it has no release for that Python at all."""
+    distribution is built at every job start. Raises UsageError when it has no release for that Python at all, or
+    when the index has no project of that name."""
     source = _only_sdist(requirement, image, scratch)
+    if source is False and not ignored and _on_index(requirement, scratch) is False:
+        raise UsageError(f"requirement {requirement} cannot be installed: the package index has no project of that "
+                         "name (no release for any Python)", hint="check its spelling, or stage a package that is "
+                         "on no index with --extra-packages")
     if source is False:
         raise _no_release(requirement, image, ignored)
     if source is None:
