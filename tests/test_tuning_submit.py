@@ -250,7 +250,7 @@ def test_a_contradictory_legacy_tuning_spec_is_a_400_naming_the_parameter_field(
     assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT"
     violation = answer["error"]["details"][0]["fieldViolations"][0]
     assert violation["field"] == "trainingInput.hyperparameters.params[0].maxValue"
-    assert "expected a value above minValue 0.5" in violation["description"]
+    assert "expected a value at or above minValue 0.5" in violation["description"]
     assert cloud.legacy_jobs() == []
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlsubmit.errors import UsageError, did_you_mean, invalid_value
-from mlsubmit.extras import found, install_hint
+from mlsubmit.extras import found
 
 VARIABLE = "KERAS_BACKEND"
 DEFAULT = "tensorflow"  # what Keras runs when KERAS_BACKEND is not set
@@ -34,7 +34,7 @@ class KerasBackend:
 
     @property
     def install(self) -> str:
-        return install_hint(self.extra)
+        return f"pip install 'mlsubmit[{self.extra}]'"
 
 
 BACKENDS: dict[str, KerasBackend] = {b.name: b for b in (
@@ -74,3 +74,25 @@ def requirements(backend: str, kind: str) -> tuple[str, ...]:
 def installed(name: str) -> bool:
     """Whether the backend's module can be imported here (found, not imported)."""
     return found(BACKENDS[name].module)
+
+
+def require_installed(backends: tuple[str, ...], *, where: str = "mlsubmit's environment") -> None:
+    """Every backend's module importable here (found, not imported).
+
+    Raises:
+        UsageError: the first missing one, naming the extra that installs it.
+    """
+    for name in backends:
+        backend = BACKENDS[name]
+        if not installed(name):
+            raise UsageError(f"invalid value for --backends: {name} needs the {backend.module} package, which is not "
+                             f"installed in {where}", hint=f"install it with {backend.install}")
+
+
+def refuse_for_legacy(backends: tuple[str, ...]) -> None:
+    """Legacy AI Platform sets no environment variable for a Python package, so KERAS_BACKEND cannot reach it."""
+    others = [name for name in backends if name != "tensorflow"]
+    if others:
+        raise UsageError(f"invalid value for --backends with --api legacy: {others[0]}; a legacy job sets no "
+                         "environment variables (KERAS_BACKEND) for its Python package",
+                         hint="use --api vertex, or --backends tensorflow")
