@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-HEAVY_SECONDS = 2.0
+HEAVY_SECONDS = 1.0
 LIST = Path(__file__).with_name("heavy_tests.txt")
 
 
@@ -29,7 +29,7 @@ def heavy_ids() -> frozenset[str]:
 def pytest_addoption(parser) -> None:
     parser.addoption("--quick", action="store_true", default=False,
                      help="the fast tier: leave out tests marked slow and those listed in "
-                     "tests/support/heavy_tests.txt (measured at ≥ 2 s)")
+                     "tests/support/heavy_tests.txt (measured at ≥ 1 s)")
 
 
 def pytest_configure(config) -> None:
