@@ -16,48 +16,50 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-SECONDS = {  # measured 2026-11-28: 1175 tests in 15 min 10 s on 2 workers (warm image environments)
-    # (#41) files marked "alone" were re-measured on 2026-12-07 file by file, alone, before and after their cuts,
-    # beside other helpers' work (load 1-20 on 2 cores): a figure is the quiet one where the machine was quiet
-    # (load ~1), else the 2026-11-28 figure scaled by what the cut removed in those loaded runs
-    "test_engine_spark.py": 138,  # alone: 154 s quiet before; the sync test lost its evaluator (one TF process)
-    "test_trainer_training.py": 140,
-    "test_benchmarks_training.py": 115,  # added after the measured run: its four scripts' quick modes, timed alone
-    "test_kube_cluster.py": 125,
-    "test_benchmarks.py": 95,  # alone, as the suite runs them: submit.py, package_stage.py 81 s -> 26 s (load 9-11)
-    "test_engine_ray.py": 56,  # alone, quiet: 94 s -> 66 s (two tests to Dask's), then 10 s less teardown
-    "test_engine_dask.py": 110,  # + the job-name test from test_cluster_hostile.py (29 s at load 8)
-    "test_byo_trainers.py": 61,  # alone, quiet: 83 s -> 61 s
-    "test_local_training.py": 75,
-    "test_tuning_submit.py": 63,
-    "test_image_env.py": 57,
-    "test_cluster_hostile.py": 18,  # alone, load 7-9: 134 s -> 49 s (its own Dask cluster gone)
-    "test_trainer_without_tensorflow.py": 48,
-    "test_cost_preemption.py": 42,
-    "test_engine_stock_nodes.py": 31,  # alone, loaded: the stock installs 184 s -> 75 s (3 of 5 versions)
-    "test_train_backends.py": 42,
-    "test_submit_train.py": 42,
-    "test_backends_job.py": 40,
-    "test_trainer_backends.py": 37,
-    "test_predict_backends.py": 31,
-    "test_images_trainers.py": 26,
-    "test_kube_hostile.py": 26,
+SECONDS = {  # measured 2026-12-07: 1352 tests from a fresh clone on 2 workers (image environments built in the run)
+    "test_image_env.py": 325,
+    "test_trainer_training.py": 278,
+    "test_engine_spark.py": 255,
+    "test_benchmarks_training.py": 248,
+    "test_kube_cluster.py": 177,
+    "test_benchmarks.py": 173,
+    "test_engine_dask.py": 136,
+    "test_install.py": 99,
+    "test_local_training.py": 76,
+    "test_byo_trainers.py": 74,
+    "test_trainer_without_tensorflow.py": 73,
+    "test_engine_ray.py": 68,
+    "test_images_trainers.py": 66,
+    "test_tuning_submit.py": 64,
+    "test_submit_train.py": 53,
+    "test_trainer_backends.py": 53,
+    "test_cost_preemption.py": 48,
+    "test_predict_keras2.py": 43,
+    "test_image_check.py": 43,
+    "test_predict_backends.py": 33,
+    "test_quickstart.py": 32,
+    "test_runtime_package.py": 30,
+    "test_cluster_hostile.py": 29,
+    "test_engine_stock_nodes.py": 29,
+    "test_launcher.py": 26,
+    "test_jobs_cli.py": 25,
+    "test_local_runner.py": 25,
+    "test_container_command.py": 25,
     "test_capacity.py": 24,
-    "test_jobs_cli.py": 24,
-    "test_quickstart.py": 24,
-    "test_launcher.py": 23,
-    "test_predict_ensemble.py": 21,
-    "test_hostile_inputs.py": 20,
-    "test_cache.py": 19,
-    "test_packaging_preflight.py": 17,
+    "test_kube_hostile.py": 24,
+    "test_cache.py": 23,
+    "test_trainer_hostile.py": 22,
+    "test_predict_ensemble.py": 22,
+    "test_packaging_preflight.py": 21,
+    "test_hostile_inputs.py": 19,
+    "test_emulator_training.py": 16,
+    "test_chatter.py": 15,
     "test_jobs_follow.py": 14,
-    "test_chatter.py": 13,
-    "test_trainer_hostile.py": 13,
-    "test_gpu_scaling.py": 12,
-    "test_submit_idempotent.py": 12,
-    "test_images_decision.py": 12,
-    "test_runtime_package.py": 12,
-    "test_local_runner.py": 11,
+    "test_images_decision.py": 13,
+    "test_submit_idempotent.py": 13,
+    "test_gpu_scaling.py": 13,
+    "test_submit_checks.py": 10,
+    "test_reliability.py": 10,
 }
 LIGHT = 1.0
 
