@@ -257,3 +257,31 @@ def test_the_metadata_declares_every_python_from_310_to_315(wheel):
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert requires and not any(re.match(r"Requires-Dist: (tensorflow|keras|tf-keras|numpy|torch|jax)\b", r)
                                 for r in requires), requires
+
+
+def test_pipx_and_uv_tool_installs_put_a_working_mlsubmit_on_path(wheel, tmp_path):
+    """`pipx install mlsubmit` and `uv tool install mlsubmit`, the README's tool installs: each gives an `mlsubmit`
+    in its own bin folder that runs, in a venv of its own with no framework."""
+    tools = tmp_path / "tools"
+    done = _run([sys.executable, "-m", "venv", tools], timeout=300)
+    assert done.returncode == 0, done.stderr
+    done = _run([tools / "bin" / "python", "-m", "pip", "install", *PIP_QUIET, "-q", "pipx", "uv"], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = {**{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+           "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "pipx-bin"),
+           "UV_TOOL_DIR": str(tmp_path / "uv-tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "uv-bin"),
+           "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "NO_COLOR": "1", "MLSUBMIT_HOME": str(tmp_path / "home")}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(_run, [tools / "bin" / tool, *args, wheel], env=env, timeout=900)
+                for tool, args in (("pipx", ["install"]), ("uv", ["tool", "install"]))]
+        for run in runs:
+            done = run.result()
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (tmp_path / "m.keras").write_bytes(b"never read")
+    for bin_dir in ("pipx-bin", "uv-bin"):
+        config = _run([tmp_path / bin_dir / "mlsubmit", "config", "--tier", "CUSTOM", "--gpus", "4"], env=env,
+                      cwd=tmp_path)
+        assert config.returncode == 0 and "acceleratorCount: 4" in config.stdout, (bin_dir, config.stderr)
+        framework = _run([tmp_path / bin_dir / "mlsubmit", "predict", "m.keras", "--input", "x.npy"], env=env,
+                         cwd=tmp_path)
+        assert framework.returncode == 2 and "pip install 'mlsubmit[tensorflow]'" in framework.stderr, framework.stderr
