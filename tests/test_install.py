@@ -28,6 +28,8 @@ from support.built_wheel import mlsubmit_wheel
 from support.engine_clusters import stock_python
 from support.training_emulator import start_emulator_command
 
+pytestmark = pytest.mark.slow  # every test here installs into or resolves for fresh venvs (the fast tier leaves them out)
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "trainers"
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
