@@ -112,21 +112,6 @@ def test_a_package_with_no_requirements_is_said_to_resolve_with_the_images_packa
         assert "resolved by pip with tensorflow-cpu 2.17.1" in image_check.describe(result, IMAGE_217)
 
 
-def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
-    from mlsubmit.images.envs import Carried
-
-    carried = (Carried("tensorflow-cpu", "2.17.1", ("tensorboard<2.18,>=2.17", "numpy<2.0.0,>=1.23.5")),)
-    said = ("ERROR: Cannot install tb-plugin==9.0 because these package versions have conflicting dependencies.\n\n"
-            "The conflict is caused by:\n    tb-plugin 9.0 depends on tensorboard>=2.21\n"
-            "    The user requested (constraint) tensorboard<2.18,>=2.17\n\nTo fix this you could try to:\n")
-    assert image_check._conflict(said, ["tb-plugin==9.0"], IMAGE_217, carried) == (
-        "tb-plugin 9.0 (from the package's requirements) needs tensorboard>=2.21: tf-cpu.2-17.py310 carries "
-        "tensorflow-cpu 2.17.1, which requires tensorboard<2.18,>=2.17")
-    unrelated = said.replace("depends on tensorboard", "depends on promise").replace(  # not the image's: a warning
-        "    The user requested (constraint) tensorboard<2.18,>=2.17\n", "")
-    assert image_check._conflict(unrelated, ["tb-plugin==9.0"], IMAGE_217, carried) is None
-
-
 def test_offline_before_an_image_environment_exists_is_refused_with_the_cause_and_the_opt_out(tmp_path, monkeypatch):
     from mlsubmit.images import envs as image_env
     from mlsubmit.jobspec.spec import JobSpec
@@ -203,6 +188,14 @@ def test_a_pin_with_only_a_source_distribution_for_the_images_python_is_said_bef
                   ".split())\n", "requirements.txt": "protobuf<5\n"}, "requirements.txt (which setup.py reads)"),
     ({"setup.py": "from setuptools import setup\nsetup(name='pkg', install_requires=['protobuf<5'])\n"},
      "setup.py (install_requires)"),
+    ({"setup.py": "from setuptools import setup\n\nREQUIRED_PACKAGES = ['protobuf<5']\n"
+                  "setup(name='pkg', install_requires=REQUIRED_PACKAGES)\n"}, "setup.py (REQUIRED_PACKAGES)"),
+    ({"setup.py": "from setuptools import setup\nsetup()\n",  # a shim: the requirements are in pyproject.toml
+      "pyproject.toml": "[project]\nname = 'pkg'\nversion = '0.1'\ndependencies = ['protobuf<5']\n"},
+     "pyproject.toml ([project] dependencies)"),
+    ({"setup.py": "from setuptools import setup\nsetup()\n",
+      "setup.cfg": "[metadata]\nname = pkg\n\n[options]\ninstall_requires =\n    protobuf<5\n"},
+     "setup.cfg ([options] install_requires)"),
 ])
 def test_a_conflict_is_advised_where_the_package_declares_its_requirements(tmp_path, files, said):
     for name, text in files.items():

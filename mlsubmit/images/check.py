@@ -7,10 +7,14 @@ Three checks, all about the image's software rather than mlsubmit's own environm
   --python-version <image's Python> --only-binary=:all: -c <the image's pins> <image packages> <requirements>`
   (`--target`: pip before 24, e.g. the 23.2.1 of `python3 -m venv`, takes `--python-version` only with it),
   reaching the package index pip is configured with (PyPI by default, as the cloud does). A requirement that would
-  replace one of the image's framework packages is one line naming both sides ("requirement tensorboard>=2.21 would
+  replace one of the image's framework packages is one line naming both ranges ("requirement tensorboard>=2.21 would
   replace the image's tensorboard: tf-cpu.2-17.py310 carries tensorflow-cpu 2.17.1, which requires
-  tensorboard<2.18,>=2.17"). `--only-binary` is what pip demands for a foreign Python version: a requirement
-  published only as an sdist cannot be resolved that way and is named in a warning instead.
+  tensorboard<2.18,>=2.17"), said only when no version satisfies both (mlsubmit.images.conflict): where they overlap,
+  the requirement's true cause is looked for (no release for the image's Python, only a source distribution). One
+  the image's pins allow (`tensorflow==2.8.0` beside tf-cpu.2-8's tensorflow-cpu 2.8.4) is a note, worded as `train
+  --local` and the emulator word it (mlsubmit.images.imported.replaces). `--only-binary` is what pip demands for a
+  foreign Python version: a requirement published only as an sdist cannot be resolved that way and is named in a
+  warning instead.
 - **Removed APIs**: an import of, or attribute chain through, an API the image's Keras, TensorFlow or scikit-learn
   removed (`from sklearn.externals import joblib` on scikit-learn ≥ 0.23), read with `ast` and judged against the
   versions pip chose (mlsubmit.images.removed: the table, with the release notes that say so).
@@ -44,16 +48,14 @@ from pathlib import Path
 from mlsubmit.cache import ownership
 from mlsubmit.errors import UsageError
 from mlsubmit.images.catalog import Image
+from mlsubmit.images.conflict import conflict, name as _name, requested
 from mlsubmit.images.envs import (_OFFLINE, constraints, foreign_python_args, image_packages, image_requirements,
                                   images_home)
 from mlsubmit.images.interpreters import find_python
 
-_CAUSES = "The conflict is caused by:"
 _UNAVAILABLE = re.compile(r"no matching distributions available for your environment:\s*(.+)")
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
 _OTHER_PYTHON = re.compile(r"Ignored the following versions that require a different python version: (.*)")
-_DEPENDS = re.compile(r"^(?P<pkg>\S+) (?P<ver>\S+) depends on (?P<dep>.+)$")
-_REQUESTED = re.compile(r"^The user requested (?P<constraint>\(constraint\) )?(?P<req>.+)$")
 _COMPILE = ("import json, sys\n"
             "for path, name in zip(sys.argv[1::2], sys.argv[2::2]):\n"
             "    try:\n"
@@ -73,16 +75,7 @@ class ImageCheck:
     warnings: tuple[str, ...] = ()
     cached: bool = False
     resolution_cached: bool = False  # the files were checked; pip's answer for the same requirements was kept
-
-
-def _name(requirement: str) -> str:
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    try:
-        return canonicalize_name(Requirement(requirement).name)
-    except Exception:  # noqa: BLE001 - pip's rendering of a requirement; the first word is its name
-        return canonicalize_name(re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0])
+    replaced: tuple[str, ...] = ()  # notes: a requirement replacing a framework distribution of the image's
 
 
 # -- syntax -----------------------------------------------------------------------------------------------------
@@ -124,41 +117,6 @@ def _pip(args: Sequence[str], timeout: float = 300.0) -> subprocess.CompletedPro
     from mlsubmit.images.envs import run_pip
 
     return run_pip(sys.executable, list(args), timeout=timeout)
-
-
-def _conflict(said: str, requirements: Sequence[str], image: Image, carried) -> str | None:
-    """pip's ResolutionImpossible explanation as one line naming the requirement and the image's side."""
-    if _CAUSES not in said:
-        return None
-    lines = []
-    for line in said.split(_CAUSES, 1)[1].splitlines()[1:]:
-        if not line.strip():
-            break
-        lines.append(line.strip())
-    ours = {_name(r) for r in requirements}
-    wants, pinned = [], {}
-    for line in lines:
-        depends, requested = _DEPENDS.match(line), _REQUESTED.match(line)
-        if depends:
-            wants.append((_name(depends["dep"]), f"{depends['pkg']} {depends['ver']} (from the package's "
-                                                 f"requirements) needs {depends['dep']}"))
-        elif requested and requested["constraint"]:
-            pinned[_name(requested["req"])] = requested["req"]
-        elif requested and _name(requested["req"]) in ours:
-            wants.append((_name(requested["req"]), f"requirement {requested['req']} would replace the image's "
-                                                   f"{_name(requested['req'])}"))
-    image_side = set(pinned) | {_name(r) for item in carried for r in (item.name, *item.requires)}
-    wants = [(package, text) for package, text in wants if package in image_side]
-    if not wants:
-        return None  # not about the image's packages (e.g. a dependency without a wheel): a warning, below
-    package, wanted = wants[0]
-    for item in carried:
-        if _name(item.name) == package:
-            return f"{wanted}: {image.name} carries {item.name} {item.version}"
-        for requirement in item.requires:
-            if _name(requirement) == package:
-                return f"{wanted}: {image.name} carries {item.name} {item.version}, which requires {requirement}"
-    return f"{wanted}: {image.name} carries {pinned.get(package, package)}"
 
 
 def _no_release(requirement: str, image: Image, said: str = "", *,
@@ -278,15 +236,23 @@ def _carried_by(requirement: str, carried) -> bool:
 
 def declared_in(project: Path | None) -> str:
     """Where a package's requirements are written, for advice that fits its layout: the setup.py beside it (its
-    REQUIRED_PACKAGES, or the requirements.txt it reads), its pyproject.toml, or its requirements.txt."""
+    REQUIRED_PACKAGES, its install_requires, or the requirements.txt it reads), its setup.cfg, its pyproject.toml
+    (also beside a setup.py that declares none), or its requirements.txt."""
     if project is None:
         return "the package's requirements"
-    setup, pyproject, listed = (Path(project, name) for name in ("setup.py", "pyproject.toml", "requirements.txt"))
-    if setup.is_file():
-        text = setup.read_text(errors="replace")
-        if "requirements.txt" in text and listed.is_file():
-            return "requirements.txt (which setup.py reads)"
-        return "setup.py (REQUIRED_PACKAGES)" if "REQUIRED_PACKAGES" in text else "setup.py (install_requires)"
+    setup, config, pyproject, listed = (Path(project, name) for name in ("setup.py", "setup.cfg", "pyproject.toml",
+                                                                         "requirements.txt"))
+    text = setup.read_text(errors="replace") if setup.is_file() else ""
+    if "requirements.txt" in text and listed.is_file():
+        return "requirements.txt (which setup.py reads)"
+    if "REQUIRED_PACKAGES" in text:
+        return "setup.py (REQUIRED_PACKAGES)"
+    if "install_requires" in text:
+        return "setup.py (install_requires)"
+    if config.is_file() and "install_requires" in config.read_text(errors="replace"):
+        return "setup.cfg ([options] install_requires)"
+    if setup.is_file() and not pyproject.is_file():
+        return "setup.py (install_requires)"
     if pyproject.is_file():
         return "pyproject.toml ([project] dependencies)"
     return "requirements.txt" if listed.is_file() else "the package's requirements"
@@ -332,28 +298,30 @@ def resolve(requirements: Sequence[str], image: Image, *, staged: Iterable[str] 
             if "No module named pip" in said:
                 return None, [*warnings, "pip is not installed in mlsubmit's environment: the requirements were "
                                          f"not resolved against {image.name}"]
-            unavailable = _UNAVAILABLE.search(said)  # pip 23.1+: names what it found no fitting release of
             names = {_name(r): r for r in requirements}
+            unavailable = _UNAVAILABLE.search(said)  # pip 23.1+: names what has no release for that Python at all
+            suspects = [names[_name(m)] for m in (unavailable.group(1).split(",") if unavailable else ())
+                        if _name(m) in names]
+            named = conflict(said, requirements, image.name, carried)  # a real conflict, even with an index down
+            if named is None:  # a conflict pip named has ranges that overlap: its cause is elsewhere
+                suspects += [r for r in requested(said, requirements) if r not in suspects]
             dropped = False
-            for missing in (unavailable.group(1).split(",") if unavailable else ()):
-                if _name(missing) not in names:
-                    continue
-                released, ignored = _has_release(names[_name(missing)], image, tmp)
+            for suspect in suspects:
+                released, ignored = _has_release(suspect, image, tmp)
                 if released is False:
-                    warnings.append(_without_wheel(names[_name(missing)], image, tmp, ignored))
-                    requirements.remove(names[_name(missing)])
+                    warnings.append(_without_wheel(suspect, image, tmp, ignored))
+                    requirements.remove(suspect)
                     dropped = True
                     break
                 if released is None:  # the cause is unknown: say so, never a guess
-                    return None, [*warnings, f"the package index did not answer whether "
-                                             f"{names[_name(missing)]} has a release for Python {image.python}: "
-                                             f"the requirements were not resolved against {image.name}"]
+                    return None, [*warnings, f"the package index did not answer whether {suspect} has a release for "
+                                             f"Python {image.python}: the requirements were not resolved against "
+                                             f"{image.name}"]
             if dropped:
                 continue
-            conflict = _conflict(said, requirements, image, carried)  # a real conflict, even with an index down
-            if conflict:
-                raise UsageError(conflict, hint=f"change the requirement in {where} to one {image.name} can take, "
-                                                "or run on an image that carries it")
+            if named:
+                raise UsageError(named, hint=f"change the requirement in {where} to one {image.name} can take, "
+                                             "or run on an image that carries it")
             if any(word in said for word in _OFFLINE):
                 return None, [*warnings, f"offline: the package index could not be reached, so the requirements "
                                          f"({', '.join(requirements)}) were not resolved against {image.name}'s "
@@ -403,7 +371,9 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
     cache = _cache_path(sha256, image)
     if cache.exists():
         saved = json.loads(cache.read_text())
-        return ImageCheck(image.name, tuple(map(tuple, saved["resolved"])), saved["syntax"], cached=True)
+        resolved = tuple(map(tuple, saved["resolved"]))
+        return ImageCheck(image.name, resolved, saved["syntax"], cached=True,
+                          replaced=_replacing(requirements, dict(resolved), image))
     staged, files = tuple(staged), list(files)
     syntax = check_syntax(files, image)
     kept = _resolution_path(requirements, staged, image)
@@ -414,12 +384,28 @@ def check(requirements: Sequence[str], files: Iterable[tuple[str, Path]], sha256
         resolved, warnings = resolve(requirements, image, staged=staged, where=declared_in(project))
     _check_removed(files, resolved, image)
     result = ImageCheck(image.name, tuple(sorted((resolved or {}).items())), syntax, tuple(warnings),
-                        resolution_cached=reused)
+                        resolution_cached=reused, replaced=_replacing(requirements, resolved, image))
     if resolved is not None and not warnings:  # only a complete check is remembered
         if not reused:
             _keep(kept, result.resolved)
         _keep(cache, {"resolved": result.resolved, "syntax": syntax})
     return result
+
+
+def _replacing(requirements: Sequence[str], resolved: dict[str, str] | None, image: Image) -> tuple[str, ...]:
+    """The notes of the requirements whose version pip chose replaces a framework distribution the image provides
+    (mlsubmit.images.imported.planned: the wording `train --local` and the emulator use); the image's environment is
+    asked what it imports only where it is built already (numpy, protobuf: versions its pip chose)."""
+    from mlsubmit.images.envs import built_python
+    from mlsubmit.images.imported import names_framework, planned, provided
+
+    if not resolved or not names_framework(requirements):
+        return ()
+    try:
+        carried = image_packages(image)
+    except UsageError:  # offline and never looked up: nothing to compare with
+        return ()
+    return tuple(planned(requirements, resolved, provided(carried, built_python(image, carried))))
 
 
 def _check_removed(files: Sequence[tuple[str, Path]], resolved: dict[str, str] | None, image: Image) -> None:
@@ -481,4 +467,6 @@ def check_plan(spec, planned, say: Callable[[str], None] = lambda text: None, *,
     for warning in result.warnings:
         say(f"warning: {warning}")
     say(describe(result, chief.image))
+    for note in result.replaced:
+        say(f"note: {note}")
     return result
