@@ -195,6 +195,8 @@ def _check_on_image(plan, choice, extras: tuple[str, ...] = ()) -> tuple[str | N
     sha256, _ = archive_digest(plan)  # computed in memory: the archive is written once, by package_plan
     result = check(plan.metadata.requires, [(f.path, f.source) for f in plan.files], sha256, choice.image,
                    staged=(DISTRIBUTION, *extras), project=plan.package_dir.parent)
+    for note in result.replaced:  # as `train --local` and the emulator say it
+        typer.echo(f"note: {note}", err=True)
     return describe(result, choice.image), list(result.warnings)
 
 

@@ -5,8 +5,10 @@ errors (an environment that cannot be built: the job fails with pip's cause) int
 (use `prepare.venv_python`, mlsubmit's own environment) for a custom container, an unknown image, a job
 whose KERAS_BACKEND is not tensorflow (an image environment carries the image's TensorFlow only; jax or torch from
 the registry would be GBs: mlsubmit's own environment holds them, as for `train --local --backends`), or with
-MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs. A package run on a public image as a custom container is not
-installed here: its replicas run the container command they were sent (`container_stand_in`, emulator.container_run).
+MLSUBMIT_IMAGE_ENV=0. What ran goes to the job's logs: the versions the job imports, and a note for each
+requirement that replaces a framework distribution of the image (mlsubmit.images.imported). A package run on a
+public image as a custom container is not installed here: its replicas run the container command they were sent
+(`container_stand_in`, emulator.container_run).
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ def image_python(spec, packages: list[Path], say, *, api: str = "vertex") -> Pat
         python, reused = image_env.job_python(image, packages, say)
     except MlsubmitError as err:  # out of disk too: the job fails with that line
         raise PrepareError(f"The packages could not be installed on the job's image: {err.message}") from None
-    said = "already installed" if reused else "installed"
-    say(f"Packages {said} on image {image_env.versions_line(image, python)}.")
+    from mlsubmit.images.imported import imported
+
+    ran = imported(python)  # what the job imports: a requirement may replace the image's framework
+    say(f"Packages {'already installed' if reused else 'installed'} on image {image.name}: {ran.line()}.")
+    for note in ran.replaced():  # as `train --local` and the pre-flight say it
+        say(f"note: {note}")
     if not reused:  # what mlsubmit keeps, bounded (MLSUBMIT_CACHE_MAX_SIZE / _MAX_AGE); never what a job holds
         from mlsubmit.cache.inventory import after_build
 

@@ -240,6 +240,12 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
     return python, False
 
 
+def built_python(image: Image, carried: tuple[Carried, ...]) -> Path | None:
+    """The python of the image's environment if it is built already (nothing is built or held), else None."""
+    python = image_dir(image) / f"env-{_env_key(image, carried, interpreter(image)[0])}" / "bin" / "python"
+    return python if python.exists() else None
+
+
 def _check_imports(image: Image, python: Path) -> None:
     """A new environment is put in place only if its framework imports (a numpy 2 under TensorFlow 2.8 fails here,
     with TensorFlow's own last line, not in the user's trainer)."""

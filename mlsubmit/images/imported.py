@@ -95,8 +95,60 @@ class Imported:
             if image is None or not image.root.name.startswith("env-") or (imported.name, imported.version) == \
                     (image.name, image.version):
                 continue
-            notes.append(f"{_requirement(imported)} replaces the image's {image} (as pip install does on the image)")
+            notes.append(replaces(_requirement(imported), str(image)))
         return notes
+
+
+def replaces(requirement: str, image_has: str) -> str:
+    """The one wording, on every path (`train --local`, the emulator, the pre-flight), of a requirement that replaces
+    a framework distribution of the image: "requirement tensorflow==2.8.0 replaces the image's tensorflow-cpu 2.8.4
+    (as pip install does on the image)"."""
+    return f"{requirement} replaces the image's {image_has} (as pip install does on the image)"
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _project(requirement: str) -> str:
+    """The canonical project name a requirement names."""
+    return _canonical(re.split(r"[\s\[<>=!~;@(]", requirement.strip(), maxsplit=1)[0])
+
+
+def provided(carried, python: Path | None = None) -> dict[str, tuple[str, str]]:
+    """{framework module: (distribution, version)} the image provides: its framework distributions (`carried`,
+    mlsubmit.images.envs.Carried), and what the image's environment `python` imports where it is built already
+    (numpy, protobuf, Keras: versions pip chose when it built it)."""
+    found = {}
+    if python is not None:
+        for (module, _), providers in zip(MODULES, imported(python).found):
+            if providers:
+                found[module] = (providers[0].name, providers[0].version)
+    for item in carried:
+        for module, names in MODULES:
+            if _canonical(item.name) in names:
+                found[module] = (item.name, item.version)
+    return found
+
+
+def names_framework(requirements) -> bool:
+    """Whether any of `requirements` names a framework distribution (`MODULES`)."""
+    names = {name for _, group in MODULES for name in group}
+    return any(_project(text) in names for text in requirements)
+
+
+def planned(requirements, chosen: dict[str, str], image_has: dict[str, tuple[str, str]]) -> list[str]:
+    """The pre-flight's notes (`replaces`): each requirement of a framework distribution whose version pip chose
+    (`chosen`: {canonical name: version}) differs from the image's distribution of that module (`image_has`, from
+    `provided`). Versions alone are compared: a `tensorflow` 2.8.4 requirement on an image carrying tensorflow-cpu 2.8.4
+    is the image's own (mlsubmit.images.job_envs gives it an alias), not a replacement."""
+    notes = []
+    for text in requirements:
+        name = _project(text)
+        for module, names in MODULES:
+            if name in names and module in image_has and chosen.get(name, image_has[module][1]) != image_has[module][1]:
+                notes.append(replaces(f"requirement {text.strip()}", " ".join(image_has[module])))
+    return notes
 
 
 def _requirement(provider: Provider) -> str:
@@ -108,9 +160,8 @@ def _requirement(provider: Provider) -> str:
         listed = json.loads((provider.root / REQUIREMENTS).read_text())
     except (OSError, ValueError):
         listed = []
-    canonical = re.sub(r"[-_.]+", "-", provider.name).lower()
     for text in listed:
-        if re.sub(r"[-_.]+", "-", re.split(r"[\s\[<>=!~;@]", text, maxsplit=1)[0]).lower() == canonical:
+        if _project(text) == _canonical(provider.name):
             return f"requirement {text}"
     return f"{provider} (required by the package's requirements)"
 
