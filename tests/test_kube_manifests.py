@@ -167,3 +167,35 @@ def test_the_launcher_takes_the_training_operators_tf_config():
     assert env["RANK"] == "2" and args == ("--steps", "5")
     with pytest.raises(replica.SpecError, match="Training Operator"):
         replica.operator_located(launcher, {})
+
+
+def test_pods_install_the_images_listed_packages_the_package_imports_before_it(tmp_path):
+    """A trainer that imports `hypertune` in a module other than its entry point (the image it was written for
+    carried cloudml-hypertune) gets it in its pods as in the Vertex AI container's command: read from the sdist the
+    launcher spec carries, installed with what the image adds, before the package."""
+    from support.tiny_package import make_project
+
+    from mlsubmit.images.catalog import HYPERTUNE
+    from mlsubmit.launcher import replica
+    from mlsubmit.targets.cluster_run import build_packages
+
+    package = make_project(tmp_path / "proj")
+    (package / "sub" / "model.py").write_text("import hypertune\n\n\ndef report(value):\n"
+                                             "    hypertune.HyperTune().report_hyperparameter_tuning_metric("
+                                             "hyperparameter_metric_tag='loss', metric_value=value)\n")
+    shipped, _ = build_packages(str(package), None, lambda text: None)
+    spec = JobSpec(job_name="tuned", python_module="tinypkg.task")
+    chief = m.launcher_specs(spec, m.KubeJob("tuned", "r1", packages=tuple(shipped)))["chief"]
+    assert chief["requirements"] == ["tensorboard~=2.21.0", "==".join(HYPERTUNE)], chief.get("requirements")
+    replica.check_spec(chief)  # the launcher takes it: the requirements go first in its pip install (installed_python)
+    assert chief["packages"] == shipped
+    # the ConfigMap the pods mount holds that spec; a package that imports none of them gets none
+    held = json.loads(m.config_map(spec, m.KubeJob("tuned", "r1", packages=tuple(shipped)))["data"]["chief.json"])
+    assert held["requirements"] == chief["requirements"]
+    (package / "sub" / "model.py").unlink()
+    plain, _ = build_packages(str(package), None, lambda text: None)
+    assert m.launcher_specs(spec, m.KubeJob("tuned", "r1", packages=tuple(plain)))["chief"]["requirements"] == [
+        "tensorboard~=2.21.0"]
+    # a gs:// package is not fetched to be read: what the job spec says it imports counts (a submission sets it)
+    by_uri = m.launcher_specs(spec.replace(package_imports=("pandas",)), _job(spec))["chief"]
+    assert by_uri["requirements"] == ["tensorboard~=2.21.0", "pandas==2.2.3"]

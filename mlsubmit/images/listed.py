@@ -25,6 +25,9 @@ files.
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
+import io
 import tarfile
 import zipfile
 from collections.abc import Iterable
@@ -100,17 +103,19 @@ def imports(files: Iterable[tuple[str, bytes | str | Path]]) -> dict[str, str]:
 MAX_SOURCE = 4 << 20  # bytes of one .py file read from an extra package's archive; a larger one is not a module
 
 
-def archive_sources(path: Path) -> list[tuple[str, bytes]]:
+def archive_sources(path: Path, data: bytes | None = None) -> list[tuple[str, bytes]]:
     """(path inside the package, source) of each `.py` file of an sdist (its top folder dropped) or a wheel; none
-    for an archive that cannot be read (what installs it says why: pip, the pre-flight)."""
+    for an archive that cannot be read (what installs it says why: pip, the pre-flight). `data`: the archive's bytes
+    where it is no file (an sdist a Kubernetes launcher spec carries inline), `path` then only its name."""
     path = Path(path)
+    archive = io.BytesIO(data) if data is not None else None
     try:
         if path.name.endswith(".whl"):
-            with zipfile.ZipFile(path) as wheel:
+            with zipfile.ZipFile(archive or path) as wheel:
                 return [(info.filename, wheel.read(info)) for info in wheel.infolist()
                         if info.filename.endswith(".py") and info.file_size <= MAX_SOURCE]
         sources = []
-        with tarfile.open(path, "r:gz") as tar:
+        with tarfile.open(None if archive else path, "r:gz", fileobj=archive) as tar:
             for member in tar.getmembers():
                 wanted = member.isfile() and member.name.endswith(".py") and member.size <= MAX_SOURCE
                 handle = tar.extractfile(member) if wanted else None
@@ -121,6 +126,20 @@ def archive_sources(path: Path) -> list[tuple[str, bytes]]:
         return sources
     except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError):
         return []
+
+
+def shipped_imports(packages: Iterable) -> tuple[str, ...]:
+    """The listed packages' modules (`MODULES`) that the inline sdists of a launcher spec's packages ({"name",
+    "data": base64}, mlsubmit.targets.cluster_run.build_packages) import; a URI is not read (nothing is fetched)."""
+    sources = []
+    for package in packages:
+        if isinstance(package, dict) and "data" in package:
+            try:
+                data = base64.b64decode(package["data"], validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            sources += archive_sources(Path(package.get("name", "package.tar.gz")), data)
+    return tuple(sorted(imports(sources)))
 
 
 def given(image: Image | None, imported: dict[str, str], declared: Iterable[str] = ()) -> list[Given]:

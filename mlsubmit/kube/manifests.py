@@ -167,11 +167,17 @@ def address_pattern(job: KubeJob) -> str:
 
 
 def launcher_specs(spec: Any, job: KubeJob) -> dict[str, dict[str, Any]]:
-    """{role: the launcher spec its pods run} ($JOB_COMPLETION_INDEX gives the index)."""
+    """{role: the launcher spec its pods run} ($JOB_COMPLETION_INDEX gives the index). Its `requirements`, installed
+    with the packages and before them: what the image adds and the image's listed packages that the job's packages
+    import (mlsubmit.images.listed; read from the inline sdists, or JobSpec.package_imports)."""
     roles = [[role, pool.replica_count] for role, pool in spec.pools.items()]
-    from mlsubmit.images import choose
+    from mlsubmit.images import choose, listed
 
-    adds = [requirement for requirement, _ in choose.choose(spec, _image_role(spec)).adds]  # as the container's command
+    choice = choose.choose(spec, _image_role(spec))
+    # what the image adds, then the image's listed packages the job's packages import (pandas, hypertune), as a
+    # Vertex AI container's command installs them before the package (and `train --local` and the emulator give them)
+    imports = spec.package_imports or listed.shipped_imports(job.packages)
+    adds = [*(requirement for requirement, _ in choice.adds), *listed.requirements(choice.image, imports)]
     base = {"job_id": job.name, "api": "vertex", "tier": spec.tier, "roles": roles, "module": spec.python_module,
             **({"requirements": adds} if adds else {}),
             "args": list(spec.args), "job_dir": spec.job_dir, "packages": list(job.packages), "env": spec.env_dict,
