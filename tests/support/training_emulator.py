@@ -148,6 +148,14 @@ class TrainingEmulator:
                 raise AssertionError(f"job still {job['state']} after {timeout:.0f} s: {job}")
             time.sleep(0.1)
 
+    def run_vertex_job(self, body: dict, timeout: float = 500.0,
+                       parent: str = "projects/p/locations/us-central1") -> tuple[dict, list[str]]:
+        """Create a Vertex AI CustomJob and wait for its end: (the job, the text of its log lines, in order)."""
+        job = self.vertex_jobs().create(parent=parent, body=body).execute()
+        job = self.wait(self.vertex_jobs().get(name=job["name"]).execute, timeout=timeout)
+        lines = self.log_lines(job["name"].rsplit("/", 1)[-1], parent.split("/")[1])
+        return job, [entry.get("textPayload", "") for entry in lines]
+
     def log_lines(self, job_id: str, project: str, extra_filter: str = "", page_size: int = 1000) -> list[dict]:
         """Every log entry of a job, through entries.list with gcloud's filter, following page tokens."""
         entries = self.client("logging", "v2").entries()
