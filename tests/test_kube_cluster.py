@@ -313,15 +313,20 @@ def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does
     assert not [k for k in kube.store.objects if k[2].startswith("strict-job")]
 
 
-def test_the_bundled_trainer_with_a_parameter_server_as_a_jobset(kube, home, tmp_path):
-    train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(ROOT / "trainer"),
-             "--workers", "1", "--ps", "1", "--job-name", "ps-job", "--job-dir", "job", "--", "--data",
-             "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3"]
+def test_a_chief_worker_and_parameter_server_as_a_jobset_end_with_the_chief(kube, home, tmp_path):
+    """The parameter-server layout as a JobSet, on the tiny package (the bundled trainer's parameter-server training
+    runs on Dask, tests/test_engine_dask.py, and with `train --local`): every replica runs with its place in
+    TF_CONFIG, and the chief's success ends the JobSet while the worker and the parameter server still run."""
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tiny")
+    train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(package),
+             "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name", "ps-job"]
     done = _mlsubmit(kube, home, tmp_path, *train)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    metrics = json.loads((tmp_path / "job" / "metrics.json").read_text())
-    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
-    assert lines(done.stdout, "ps-0") and lines(done.stdout, "worker-0")
+    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0")
+    assert any(line.startswith("role ps 0 ") for line in lines(done.stdout, "ps-0")), done.stdout[-3000:]
+    assert lines(done.stdout, "chief-0")[-1] == "chief done"
     assert re.search(r"job ps-job SUCCEEDED in [\d.]+ s", done.stdout)
     assert "ConfigMap/ps-job-launcher, JobSet/ps-job" in done.stdout
     # the JobSet controller made one Indexed Job per replicatedJob and the headless Service its subdomain names;
@@ -356,3 +361,25 @@ def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home
     assert not job_processes("tf-job")
     cancelled = _mlsubmit(kube, home, tmp_path, "jobs", "cancel", "tf-job", "--api", "kubernetes")
     assert cancelled.returncode == 2 and "already ended (SUCCEEDED)" in cancelled.stderr
+
+
+def test_a_pod_gets_the_images_listed_package_its_trainer_imports_in_another_module(kube, home, tmp_path):
+    """cloudml-hypertune, which the image carried, imported by a module other than the entry point and declared
+    nowhere: the launcher spec the pods mount asks for it before the package (as the Vertex AI container's command
+    does), and the trainer runs. (This machine's Python, which the emulated pods start from, has it too: the spec is
+    what a real cluster's pods would go by.)"""
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path / "tuned")
+    (package / "sub" / "model.py").write_text("import hypertune\n\nREPORTER = hypertune.HyperTune\n")
+    (package / "task.py").write_text("from tinypkg.sub import model\n\n"
+                                     "print('reports with', model.REPORTER.__module__, flush=True)\n")
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
+                     "--module-name", "tinypkg.task", "--job-name", "tuned-job")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert any(line.startswith("reports with hypertune") for line in lines(done.stdout, "chief-0")), \
+        done.stdout[-3000:]
+    mounted = _kubectl(kube, "get", "configmap", "tuned-job-launcher", "-o", r"jsonpath={.data.chief\.json}")
+    assert json.loads(mounted.stdout)["requirements"] == ["tensorboard~=2.21.0", "cloudml-hypertune==0.1.0.dev6"], \
+        mounted.stdout + mounted.stderr
+    assert not job_processes("tuned-job")
