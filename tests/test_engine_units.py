@@ -83,7 +83,8 @@ def test_hosts_that_are_not_a_name_or_an_address_are_one_line(host):
 @pytest.mark.parametrize("name, ok", [("sync_job", True), ("run.1-ok", True), ("A" * 200, True),
                                       ("A" * 201, False), ("../../../x/CJTRAV", False), ("a/b", False),
                                       ("nl\nname", False), ("job\n", False), (" job", False), (".job", False),
-                                      ("..", False), ("", False)])
+                                      ("..", False), ("", False), ("space name", False), ("/abs", False),
+                                      ("a/" * 60, False)])
 def test_cluster_job_names_are_directory_names_or_refused(name, ok):
     from mlsubmit.targets.cluster_record import check_job_id
 

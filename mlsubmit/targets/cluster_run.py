@@ -26,7 +26,7 @@ from typing import Any
 
 from mlsubmit.chatter import is_chatter
 from mlsubmit.errors import UsageError
-from mlsubmit.targets.cluster_base import Control, Engine, local_ip_towards
+from mlsubmit.targets.cluster_base import Control, Engine, local_ip_towards, missing_engine
 from mlsubmit.targets.cluster_record import Record, check_job_id, now, recorded, root
 
 _TAIL = 400
@@ -110,7 +110,10 @@ def run_on_cluster(engine: Engine, spec: Any, *, api: str, package_path: str, se
                          f"({root() / taken})", hint="pick another --job-name")
     engine.reachable()
     try:
-        engine.connect()
+        try:
+            engine.connect()
+        except ImportError as err:  # found by engine_for, but it does not import
+            raise missing_engine(engine, f"which does not import ({err})") from None
         free = engine.free_slots(need)
         if need > free:
             raise UsageError(f"the job needs {need} replica slots on {engine.where()}, which has {free} free",
