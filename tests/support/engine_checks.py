@@ -155,14 +155,39 @@ def check_synchronous_chief_and_worker(cluster, tmp: Path, home: Path, evaluator
     assert digests["worker-0"] in logs.stdout and digests["chief-0"] in logs.stdout
 
 
-def check_parameter_servers(cluster, tmp: Path, home: Path) -> None:
+def check_parameter_servers(cluster, tmp: Path, home: Path, gcs) -> None:
+    """The bundled trainer as chief + worker + parameter server, its job dir a gs:// one: the replicas on the cluster
+    write the artifacts to the bucket (the job's own --env points them at the emulator, as a user points a cluster
+    at a bucket), MANIFEST.json last; nothing lands here."""
+    emulator, bucket = gcs
     done = train(cluster, "--package-path", str(ROOT / "trainer"), "--workers", "1", "--ps", "1", "--job-name",
-                 "ps_job", "--job-dir", "psjob", "--", "--data", "synthetic:8x8x1:4:256", "--epochs", "1",
-                 "--batch-size", "16", "--steps-per-epoch", "3", home=home, cwd=tmp)
+                 "ps_job", "--job-dir", f"gs://{bucket}/run", *(f"--env={k}={v}" for k, v in emulator.env().items()),
+                 "--", "--data", "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch",
+                 "3", home=home, cwd=tmp)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    metrics = json.loads((tmp / "psjob" / "metrics.json").read_text())
-    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
     assert "exit codes: chief-0 0, worker-0 0, ps-0 0" in done.stdout
+    metrics = json.loads(_gcs_artifacts(emulator, bucket, "run", {"model/model.keras", "metrics.json"})
+                         ["metrics.json"])
+    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
+    assert not (tmp / "gs:").exists() and not (tmp / "jobs").exists()
+
+
+def _gcs_artifacts(emulator, bucket: str, base: str, expected: set[str]) -> dict[str, bytes]:
+    """The files MANIFEST.json (the trainer's job dir: AIP_MODEL_DIR's parent) lists under gs://bucket/base, each
+    read back at the size it lists; `expected` among them."""
+    import urllib.request
+
+    def read(name: str) -> bytes:
+        with urllib.request.urlopen(f"{emulator.endpoint}/storage/v1/b/{bucket}/o/" + name.replace("/", "%2F") +
+                                    "?alt=media", timeout=10) as answer:
+            return answer.read()
+
+    manifest = json.loads(read(f"{base}/MANIFEST.json"))
+    listed = {entry["path"]: entry["size"] for entry in manifest["files"]}
+    assert expected <= set(listed), manifest
+    found = {path: read(f"{base}/{path}") for path in listed}
+    assert {path: len(data) for path, data in found.items()} == listed
+    return found
 
 
 def check_user_trainer(cluster, tmp: Path, home: Path) -> None:
@@ -276,29 +301,3 @@ def check_max_runtime(cluster, tmp: Path, home: Path, package: Path) -> None:
     while job_processes("slow_job") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not job_processes("slow_job")
-
-
-def check_gcs_job_dir(cluster, tmp: Path, home: Path, gcs) -> None:
-    """A gs:// job dir: the replicas on the cluster write the artifacts to the bucket (the job's own --env points
-    them at the emulator, as a user points a cluster at a bucket), MANIFEST.json last; nothing lands here."""
-    import urllib.request
-
-    emulator, bucket = gcs
-    done = train(cluster, "--package-path", str(ROOT / "trainer"), "--job-name", "gcs_job", "--job-dir",
-                 f"gs://{bucket}/run", *(f"--env={k}={v}" for k, v in emulator.env().items()), "--",
-                 "--data", "synthetic:8x8x1:4:64", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "2",
-                 home=home, cwd=tmp)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    base = f"{emulator.endpoint}/storage/v1/b/{bucket}/o/"
-
-    def read(name: str) -> bytes:
-        with urllib.request.urlopen(base + name.replace("/", "%2F") + "?alt=media", timeout=10) as answer:
-            return answer.read()
-
-    manifest = json.loads(read("run/MANIFEST.json"))  # the trainer's job dir: AIP_MODEL_DIR's parent
-    listed = {entry["path"]: entry["size"] for entry in manifest["files"]}
-    assert {"model/model.keras", "metrics.json"} <= set(listed), manifest
-    for path, size in listed.items():
-        assert len(read(f"run/{path}")) == size, path
-    assert json.loads(read("run/metrics.json"))["cluster"] == {"chief": 1}
-    assert not (tmp / "gs:").exists() and not (tmp / "jobs").exists()

@@ -23,8 +23,8 @@ def test_the_bundled_trainer_as_chief_worker_and_evaluator_in_sync(cluster, tmp_
     checks.check_synchronous_chief_and_worker(cluster, tmp_path, home, evaluator=True)
 
 
-def test_chief_worker_and_parameter_server(cluster, tmp_path, home):
-    checks.check_parameter_servers(cluster, tmp_path, home)
+def test_chief_worker_and_parameter_server(cluster, tmp_path, home, gcs):
+    checks.check_parameter_servers(cluster, tmp_path, home, gcs)
 
 
 def test_a_users_trainer_unmodified(cluster, tmp_path, home):
