@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,8 @@ from mlsubmit.local.runner import Replica, Runner
 from mlsubmit_runtime.chatter import drop_chatter, is_chatter
 from tests.support.trainer_run import ROOT
 
-# A trainer's bad input that needs TensorFlow to be found out, and one that does not.
+# A trainer's bad input that needs TensorFlow to be found out (how many GPUs it sees), and some that do not (the
+# trainer refuses them before TensorFlow is imported).
 # TF_CPP_MIN_LOG_LEVEL: 0 (every line), 2 (what the trainer sets when it is unset; the start-up lines ignore it).
 GPUS = "error: invalid value for --gpus: received 3, but this machine has 0 GPUs; use --gpus auto, --gpus 0 (the " \
        "CPU), or --emulate-devices 3 to rehearse the multi-device path on the CPU"
@@ -39,10 +41,20 @@ BAD_INPUT = [
 ]
 
 
-def _gpus() -> int:
-    import tensorflow as tf
+# `python -m trainer.task ARGS` as users run it, noting in a file (argv[1]) whether TensorFlow was imported.
+AS_USERS_RUN_IT = """
+import atexit, runpy, sys
+marker = sys.argv.pop(1)
+atexit.register(lambda: open(marker, "w").write(str("tensorflow" in sys.modules)))
+sys.argv[0] = "trainer.task"
+runpy.run_module("trainer.task", run_name="__main__", alter_sys=True)
+"""
 
-    return len(tf.config.list_physical_devices("GPU"))
+
+def _gpus() -> int:
+    """The NVIDIA GPUs the driver lists (what TensorFlow could see at most), without importing TensorFlow here."""
+    listed = Path("/proc/driver/nvidia/gpus")
+    return len(list(listed.iterdir())) if listed.is_dir() else 0
 
 
 @pytest.mark.parametrize(("args", "expected", "level"), BAD_INPUT)
@@ -53,13 +65,15 @@ def test_the_trainers_bad_input_is_one_line_with_nothing_before_it(tmp_path, arg
     if level is not None:
         env["TF_CPP_MIN_LOG_LEVEL"] = level
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", str(tmp_path / "job"), *args],
-                          cwd=tmp_path if "mnist.npz" in args else ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=120)
+    imported = tmp_path / "tensorflow-imported"  # written at exit: was TensorFlow imported before the refusal?
+    done = subprocess.run([sys.executable, "-c", AS_USERS_RUN_IT, str(imported), "--job-dir", str(tmp_path / "job"),
+                           *args], cwd=tmp_path if "mnist.npz" in args else ROOT,
+                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(expected), done.stderr
     assert not (tmp_path / "job" / "MANIFEST.json").exists()
+    assert imported.read_text() == str(level is not None)  # only the GPU count needs TensorFlow
     assert time.monotonic() - started < 120
 
 

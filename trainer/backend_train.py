@@ -19,12 +19,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from trainer import data
+from trainer import data, pipeline
 from trainer.backend_devices import jax_devices, torch_device
 from trainer.backends import ONE_DEVICE_REASON
 from trainer.cluster import Cluster
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
+from trainer.models import MODELS
 from mlsubmit_runtime.storage import Location
 
 DATA_PARALLEL = "data_parallel"  # keras.distribution.DataParallel (JAX)
@@ -76,6 +77,7 @@ def run_on_backend(config: TrainConfig, cluster: Cluster | None = None, started:
     started = started or time.perf_counter()
     cluster = cluster or Cluster()
     arrays = data.load(config.data, validation_split=config.validation_split, seed=config.seed)  # fails early
+    pipeline.resolve_augment(config.augment, MODELS[config.model].augment, arrays.input_shape)  # before Keras
     job_dir = Location(config.job_dir)
     job_dir.check_writable()
     found = (jax_devices if config.backend == "jax" else torch_device)(config.gpu_count, config.emulate_devices)

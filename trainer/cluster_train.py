@@ -174,6 +174,7 @@ def mark_done(evaluation: Location, epochs: int) -> None:
 
 def _train(config: TrainConfig, cluster: Cluster, started: float):
     arrays = data.load(config.data, validation_split=config.validation_split, seed=config.seed)  # fails early
+    _augment(config, arrays.input_shape)  # a bad --augment, before TensorFlow is imported
     job_dir = Location(config.job_dir)
     if cluster.is_chief:
         job_dir.check_writable()

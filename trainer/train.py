@@ -109,6 +109,7 @@ def run(config: TrainConfig, cluster: Cluster | None = None, started: float | No
     started = started or time.perf_counter()
     cluster = cluster or Cluster()
     arrays = data.load(config.data, validation_split=config.validation_split, seed=config.seed)  # fails early
+    pipeline.resolve_augment(config.augment, MODELS[config.model].augment, arrays.input_shape)  # before TF
     job_dir = Location(config.job_dir)
     job_dir.check_writable()
     found = devices.setup(config.gpu_count, config.emulate_devices)
