@@ -2,7 +2,7 @@
 environment each service sets, logs, failure, cancel, queueing and a restart with --data-dir.
 
 The program is a tiny package (tests/support/training_emulator.TASK_PY) so no TensorFlow is paid for here;
-test_emulator_training.py runs the real trainer."""
+test_submit_train.py runs the real trainer (Vertex AI and legacy, through the CLI)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """`mlsubmit train` through the CLI against the training-service emulator and a real GCS emulator, with the
 real trainer (`--dry-run`: synthetic data, two steps): Vertex AI, legacy AI Platform, and a chief + worker
-cluster each run to SUCCEEDED, stream their replicas' lines and leave artifacts with MANIFEST.json."""
+cluster each run to SUCCEEDED, stream their replicas' lines and leave artifacts with MANIFEST.json. These are the
+real trainer's runs through the emulator (its sdist built by mlsubmit's packaging, staged to the GCS emulator, sent
+through google-api-python-client); tests/test_emulator_jobs.py drives the emulator's API with a program that costs
+no TensorFlow."""
 
 from __future__ import annotations
 
