@@ -321,10 +321,10 @@ def test_a_chief_worker_and_parameter_server_as_a_jobset_end_with_the_chief(kube
 
     package = tiny_project(tmp_path / "tiny")
     train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(package),
-             "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name", "ps-job"]
+             "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name", "ps-job", "--", "--meet"]
     done = _mlsubmit(kube, home, tmp_path, *train)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0")
+    assert "role worker 0 rank 1 args ['--meet']" in lines(done.stdout, "worker-0")
     assert any(line.startswith("role ps 0 ") for line in lines(done.stdout, "ps-0")), done.stdout[-3000:]
     assert lines(done.stdout, "chief-0")[-1] == "chief done"
     assert re.search(r"job ps-job SUCCEEDED in [\d.]+ s", done.stdout)
@@ -348,11 +348,11 @@ def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home
     package = tiny_project(tmp_path / "tiny")
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "tfjob", "--package-path",
                      str(package), "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name",
-                     "tf-job")
+                     "tf-job", "--", "--meet")  # the chief ends once the worker and the parameter server have run
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "ConfigMap/tf-job-launcher, TFJob/tf-job" in done.stdout
     # the launcher ran each replica as the TF_CONFIG the emulated operator gave its pod says
-    assert "role worker 0 rank 1 args []" in lines(done.stdout, "worker-0") and "role ps 0" in done.stdout
+    assert "role worker 0 rank 1 args ['--meet']" in lines(done.stdout, "worker-0") and "role ps 0" in done.stdout
     assert lines(done.stdout, "chief-0")[-1] == "chief done" and re.search(r"job tf-job SUCCEEDED", done.stdout)
     tfjob = kube.store.objects[("tfjobs", "default", "tf-job")]
     assert tfjob["status"]["conditions"][-1]["type"] == "Succeeded"

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAINERS = ROOT / "tests" / "fixtures" / "trainers"
 
 # A tiny package (no TensorFlow): the chief listens on its address for a while, the others run until stopped.
+# With --meet the others first connect to the chief's address, and the chief waits for all of them before its
+# while: every replica has run before the chief ends, however late the engine starts them.
 TASK = '''\
 import json, os, socket, sys, time
 cfg = json.loads(os.environ["TF_CONFIG"])
@@ -25,15 +27,23 @@ print("cwd", os.getcwd(), flush=True)
 if "--fail" in sys.argv and task["type"] == "worker":
     print("the worker fails on purpose", flush=True)
     sys.exit(7)
+chief = cfg["cluster"].get("chief", [""])[0].rsplit(":", 1)
 if task["type"] == "chief":
-    host, port = cfg["cluster"]["chief"][0].rsplit(":", 1)
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((host, int(port)))
+    server.bind((chief[0], int(chief[1])))
     server.listen()
+    peers = [server.accept()[0] for role, tasks in cfg["cluster"].items() if role != "chief" for _ in tasks] \\
+        if "--meet" in sys.argv else []
     time.sleep(3600 if "--forever" in sys.argv else 3)
     print("chief done", flush=True)
 else:
+    while "--meet" in sys.argv:
+        try:
+            met = socket.create_connection((chief[0], int(chief[1])), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.2)
     while True:  # a parameter server: runs until the service stops it
         time.sleep(0.2)
 '''
