@@ -1,7 +1,9 @@
 """`mlsubmit train --target spark://…` on a real Spark standalone master and two workers (2 cores each) on
 127.0.0.1. Each job here pays a Spark application's start (a driver JVM, executors registering): the
-parameter-server layout and tuning run on Dask, an evaluator beside chief and worker on Dask and Ray; here the
-bundled trainer as chief + worker in sync, a user's trainer unmodified, and three replicas in 4 slots (the cancel)."""
+parameter-server layout and tuning run on Dask, an evaluator beside chief and worker on Ray, a user's trainer
+unmodified on Dask and Ray (here test_stock_nodes installs a package's requirement from the index on the executors);
+here the bundled trainer as chief + worker in sync, stock nodes, a failing replica and three replicas in 4 slots (the
+cancel)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from tests.support import engine_checks as checks
 from tests.support.engine_clusters import spark_cluster, stock_python
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
-                                        test_a_users_trainer_unmodified, test_cancel_stops_every_replica, tiny)
+                                        test_cancel_stops_every_replica, tiny)
 
 pytestmark = pytest.mark.slow
 
