@@ -75,7 +75,7 @@ class FakeServer:
 
 @pytest.fixture(scope="module")
 def fakes():
-    servers = {kind: FakeServer(kind) for kind in ("silent", "junk", "http", "close")}
+    servers = {kind: FakeServer(kind) for kind in ("junk", "http", "close")}  # the silent ones: `waited`
     yield servers
     for server in servers.values():
         server.stop()
