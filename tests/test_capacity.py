@@ -266,9 +266,10 @@ def test_a_flex_start_job_waits_for_capacity_then_runs_and_one_whose_wait_runs_o
         assert started.code == 0, started.stderr
         job_id = started.stdout.strip()
         deadline = time.monotonic() + 60
-        while "Waiting for resources in us-central1" not in cloud.run("jobs", "logs", job_id).stdout:
+        while not any("Waiting for resources in us-central1" in entry.get("textPayload", "")
+                      for entry in cloud.emulator.log_lines(job_id, cloud.project)):  # (no CLI process per poll)
             assert time.monotonic() < deadline, "the job never said it waits"
-            time.sleep(0.3)
+            time.sleep(0.1)
         described = cloud.run("jobs", "describe", job_id)
         assert "waiting for capacity (FLEX_START: Dynamic Workload Scheduler, up to 24h (the service's default))" \
             in " ".join(described.stdout.split()), described.stdout
