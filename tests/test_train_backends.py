@@ -219,8 +219,9 @@ def test_local_run_of_three_backends_each_really_on_its_backend_one_failing_the_
     assert done.returncode == 1, out[-3000:] + done.stderr[-2000:]
     parent = tmp_path / "jobs" / "bk"
     for name in ("tensorflow", "jax", "torch"):
-        assert f"[{name}] [chief-0] keras backend: {name}" in out  # what Keras really loaded in that job
         assert f"[{name}] job bk_{name}:" in out
+    for name in ("tensorflow", "jax"):  # torch's job fails before it imports Keras (tests/test_backends_job.py
+        assert f"[{name}] [chief-0] keras backend: {name}" in out  # trains on torch): what Keras really loaded
     for name in ("tensorflow", "jax"):
         metrics = json.loads((parent / name / "model" / "metrics.json").read_text())
         assert metrics["keras_backend"] == name
