@@ -125,25 +125,5 @@ def test_mlsubmit_and_the_trainer_share_one_recogniser():
     assert mlsubmit.chatter.drop_chatter is mlsubmit_runtime.chatter.drop_chatter
 
 
-@pytest.mark.slow
-def test_a_real_chief_and_worker_run_prints_no_tensorflow_start_up_lines(tmp_path):
-    """A real local 2-replica job of the bundled trainer, with TensorFlow's INFO lines on (as in a trainer that
-    does not set TF_CPP_MIN_LOG_LEVEL): every replica line is the trainer's own or a real warning, none of the
-    start-up or cluster connection lines (tests.test_local_training covers the training itself)."""
-    import subprocess
-
-    from tests.support.trainer_run import ROOT
-
-    env = {**os.environ, "NO_COLOR": "1"}
-    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-    done = subprocess.run([sys.executable, "-m", "mlsubmit", "train", "--local", "--package-path", str(ROOT / "trainer"),
-                           "--workers", "1", "--job-name", "quiet_job", "--job-dir", "job",
-                           "--env", "TF_CPP_MIN_LOG_LEVEL=0", "--", "--dry-run"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    replica_lines = [line for line in done.stdout.splitlines() if line.startswith(("[chief-0]", "[worker-0]"))]
-    assert any("mlsubmit trainer dry run finished" in line for line in replica_lines)
-    assert any("worker-0: trained 1 epoch(s)" in line for line in replica_lines)
-    for source in ("absl::InitializeLog", "cudart_stub", "cpu_feature_guard", "rebuild TensorFlow", "cuda_platform",
-                   "grpc_server_lib", "coordination_service", "Example stragglers", "generator_dataset_op"):
-        assert not [line for line in replica_lines if source in line], source
+# A real local job's replicas print none of these lines: tests/test_local_training.py's legacy master, worker and
+# evaluator run with TensorFlow's INFO lines on (TF_CPP_MIN_LOG_LEVEL=0) asserts it.

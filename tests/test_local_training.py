@@ -41,13 +41,26 @@ def _lines(output: str, replica: str) -> list[str]:
     return [line.split("] ", 1)[1].strip() for line in output.splitlines() if line.startswith(f"[{replica}]")]
 
 
+# TensorFlow's start-up and cluster-connection lines, which no replica line may carry (tests/test_chatter.py has
+# the lines themselves): the sources that print them.
+CHATTER_SOURCES = ("absl::InitializeLog", "cudart_stub", "cpu_feature_guard", "rebuild TensorFlow", "cuda_platform",
+                   "grpc_server_lib", "coordination_service", "Example stragglers", "generator_dataset_op")
+
+
 def test_legacy_master_and_a_worker_train_in_sync_and_the_evaluator_follows(tmp_path, env):
+    """Also: with TensorFlow's INFO lines on (TF_CPP_MIN_LOG_LEVEL=0 in the user's environment, which the replicas
+    inherit; a trainer that leaves it unset prints them too), every replica line is the trainer's own or a real
+    warning, none of the start-up or cluster connection lines."""
     npz = digits_npz(tmp_path / "digits.npz")
     done = _train("--api", "legacy", "--workers", "1", "--evaluators", "1", "--job-name", "sync_job",
                   "--job-dir", "job", "--", "--data", str(npz), "--epochs", "2", "--batch-size", "32",
-                  "--steps-per-epoch", "4", cwd=tmp_path, env=env)
+                  "--steps-per-epoch", "4", cwd=tmp_path, env={**env, "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     out = done.stdout
+    replica_lines = [line for line in out.splitlines() if line.startswith(("[chief-0]", "[worker-0]",
+                                                                             "[evaluator-0]"))]
+    for source in CHATTER_SOURCES:
+        assert not [line for line in replica_lines if source in line], source
     assert "TF_CONFIG names the chief 'master', as legacy AI Platform does" in out
     digests = {r: re.search(r"weights sha256 (\w+)", "\n".join(_lines(out, r))).group(1)
                for r in ("chief-0", "worker-0")}
