@@ -27,28 +27,15 @@ FIXTURE = ROOT / "tests" / "fixtures" / "trainers" / "requires_extra"
 PIP = "python -m pip install --no-cache-dir --disable-pip-version-check"
 
 
-@pytest.fixture(scope="module")
-def emulator_on_images(gcs_emulator, images_home, tmp_path_factory):
-    """One emulator for the module (a start and a stop fewer than one per test) whose jobs run on image
-    environments (the user's default), the suite's own."""
-    from support.training_emulator import TrainingEmulator
-
-    with pytest.MonkeyPatch.context() as patch:  # the emulator process's settings, read when it starts
-        patch.setenv("MLSUBMIT_IMAGE_ENV", "1")
-        patch.setenv("MLSUBMIT_IMAGES", str(images_home))
-        with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path_factory.mktemp("emulator")) as emulator:
-            yield emulator
-
-
 @pytest.fixture
-def image_emulator(emulator_on_images, gcs_emulator):
-    """The module's image-environment emulator, with a project and a bucket of this test's; the CLI on image
-    environments too."""
+def image_emulator(image_training_emulator, gcs_emulator):
+    """The module's image-environment emulator (one start for the module's tests), with a project and a bucket of
+    this test's; the CLI on image environments too."""
     from support.submit_cli import Cloud
 
     bucket = f"cmd-{uuid.uuid4().hex[:10]}"
     gcs_emulator.create_bucket(bucket)
-    cloud = Cloud(emulator_on_images, gcs_emulator, bucket)
+    cloud = Cloud(image_training_emulator, gcs_emulator, bucket)
     cloud.env["MLSUBMIT_IMAGE_ENV"] = "1"
     return cloud
 

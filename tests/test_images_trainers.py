@@ -65,10 +65,8 @@ def test_a_vertex_trainer_with_the_tensorboard_callback_runs_unmodified_on_the_d
 
 
 @pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
-def test_the_config_mlsubmit_writes_runs_in_the_emulator_through_gcloud_on_the_same_image(gcs_emulator, tmp_path,
-                                                                                         monkeypatch):
-    from support.training_emulator import TrainingEmulator
-
+def test_the_config_mlsubmit_writes_runs_in_the_emulator_through_gcloud_on_the_same_image(
+        gcs_emulator, tmp_path, image_training_emulator):
     package = _copy("keras3_tensorboard", tmp_path)
     bucket = f"tb-{os.getpid()}"
     gcs_emulator.create_bucket(bucket)
@@ -84,18 +82,17 @@ def test_the_config_mlsubmit_writes_runs_in_the_emulator_through_gcloud_on_the_s
     assert config.returncode == 0, config.stderr
     pool = yaml.safe_load((tmp_path / "job.yaml").read_text())["workerPoolSpecs"][0]
     assert pool["containerSpec"]["imageUri"] == "tensorflow/tensorflow:2.21.0"
-    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
-    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
-        env = {**os.environ, "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": emulator.endpoint + "/",
-               "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true", "CLOUDSDK_CORE_PROJECT": "p",
-               "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
-        done = subprocess.run(["gcloud", "ai", "custom-jobs", "create", "--region", "us-central1", "--display-name",
-                               "tb", "--config", str(tmp_path / "job.yaml"), "--format=value(name)"],
-                              capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        name = done.stdout.strip()
-        job = emulator.wait(emulator.vertex_jobs().get(name=name).execute, timeout=500)
-        lines = [e["textPayload"] for e in emulator.log_lines(name.rsplit("/", 1)[-1], "p")]
+    emulator = image_training_emulator
+    env = {**os.environ, "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": emulator.endpoint + "/",
+           "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true", "CLOUDSDK_CORE_PROJECT": "tb-project",
+           "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    done = subprocess.run(["gcloud", "ai", "custom-jobs", "create", "--region", "us-central1", "--display-name",
+                           "tb", "--config", str(tmp_path / "job.yaml"), "--format=value(name)"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    name = done.stdout.strip()
+    job = emulator.wait(emulator.vertex_jobs().get(name=name).execute, timeout=500)
+    lines = [e["textPayload"] for e in emulator.log_lines(name.rsplit("/", 1)[-1], "tb-project")]
     assert job["state"] == "JOB_STATE_SUCCEEDED", "\n".join(lines[-30:])
     assert any("tensorflow/tensorflow:2.21.0 + tensorboard~=2.21.0" in line for line in lines), lines
     # the container command ran as sent (it installs TensorBoard and the package), on the image's environment
@@ -201,24 +198,21 @@ def test_an_api_the_images_scikit_learn_removed_is_named_before_anything_is_uplo
         assert json.loads(listed.read()).get("items", []) == []  # nothing uploaded
 
 
-def test_in_the_emulator_the_replacement_images_command_installs_hypertune_before_the_package(gcs_emulator, tmp_path,
-                                                                                             monkeypatch):
+def test_in_the_emulator_the_replacement_images_command_installs_hypertune_before_the_package(
+        gcs_emulator, tmp_path, image_training_emulator):
     """`train` sends the public image a container command that installs cloudml-hypertune (the package imports it;
     the image it replaces carried it) before the package; the emulator runs that command as sent, and the job runs."""
-    from support.training_emulator import TrainingEmulator
-
     package = _copy("hypertune_in_model", tmp_path)
     bucket = f"ht-{os.getpid()}"
     gcs_emulator.create_bucket(bucket)
     metrics = tmp_path / "hypertune.metrics"
-    monkeypatch.setenv("MLSUBMIT_IMAGE_ENV", "1")  # the emulator process's setting
-    with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path / "emulator") as emulator:
-        done = _mlsubmit("train", "--package-path", str(package), "--skip-preflight", "--job-name", "ht", "--env",
-                         f"CLOUD_ML_HP_METRIC_FILE={metrics}", cwd=tmp_path, MLSUBMIT_API_ENDPOINT=emulator.endpoint,
-                         STORAGE_EMULATOR_HOST=gcs_emulator.endpoint, MLSUBMIT_PROJECT="p",
-                         MLSUBMIT_REGION="us-central1", MLSUBMIT_STAGING_BUCKET=f"gs://{bucket}",
-                         MLSUBMIT_POLL_INTERVAL="0.2")
-        (job,) = emulator.vertex_jobs().list(parent="projects/p/locations/us-central1").execute()["customJobs"]
+    emulator = image_training_emulator
+    done = _mlsubmit("train", "--package-path", str(package), "--skip-preflight", "--job-name", "ht", "--env",
+                     f"CLOUD_ML_HP_METRIC_FILE={metrics}", cwd=tmp_path, MLSUBMIT_API_ENDPOINT=emulator.endpoint,
+                     STORAGE_EMULATOR_HOST=gcs_emulator.endpoint, MLSUBMIT_PROJECT="ht-project",
+                     MLSUBMIT_REGION="us-central1", MLSUBMIT_STAGING_BUCKET=f"gs://{bucket}",
+                     MLSUBMIT_POLL_INTERVAL="0.2", MLSUBMIT_IMAGE_ENV="1")
+    (job,) = emulator.vertex_jobs().list(parent="projects/ht-project/locations/us-central1").execute()["customJobs"]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     command = job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["command"][2]
     assert "'tensorboard~=2.21.0' cloudml-hypertune==0.1.0.dev6; " in command, command

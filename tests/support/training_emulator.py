@@ -8,7 +8,8 @@ discovery documents against it.
 
 Fixtures for test modules (`pytest_plugins = ["support.training_emulator"]`): `emulator_home` (one
 MLSUBMIT_HOME per session, so the venvs the emulator builds for a package are reused), `training_emulator` (one
-emulator per module) and `task_package` (a staged package whose task costs no TensorFlow: TASK_PY).
+emulator per module), `image_training_emulator` (one per module, its jobs on image environments) and `task_package`
+(a staged package whose task costs no TensorFlow: TASK_PY).
 """
 
 from __future__ import annotations
@@ -263,6 +264,17 @@ def emulator_home(tmp_path_factory):
 def training_emulator(gcs_emulator, emulator_home):
     with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=emulator_home) as emulator:
         yield emulator
+
+
+@pytest.fixture(scope="module")
+def image_training_emulator(gcs_emulator, images_home, tmp_path_factory):
+    """One emulator per module whose jobs run on image environments (MLSUBMIT_IMAGE_ENV=1, the user's default), the
+    suite's own (MLSUBMIT_IMAGES); a test that lists jobs uses a project of its own."""
+    with pytest.MonkeyPatch.context() as patch:  # the emulator process's settings, read when it starts
+        patch.setenv("MLSUBMIT_IMAGE_ENV", "1")
+        patch.setenv("MLSUBMIT_IMAGES", str(images_home))
+        with TrainingEmulator(gcs_endpoint=gcs_emulator.endpoint, home=tmp_path_factory.mktemp("emulator")) as emulator:
+            yield emulator
 
 
 @pytest.fixture(scope="module")
