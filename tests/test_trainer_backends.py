@@ -10,84 +10,20 @@ import sys
 import numpy as np
 import pytest
 
-from tests.support.trainer_run import ROOT, digits_npz, read_json, run_trainer
+from tests.support.trainer_run import ROOT, digits_npz, run_trainer
 from trainer.backends import BACKENDS, environment, resolve
 from trainer.errors import TrainerError
 
-TRAIN_ARGS = ("--epochs", "1", "--steps-per-epoch", "3", "--batch-size", "16", "--patience", "1")
+# The JAX data-parallel and torch one-device runs of the recipe's default model (mnist_convnet), their artifacts and
+# their loading under TensorFlow: tests/test_trainer_without_tensorflow.py (JAX where TensorFlow is not installed,
+# torch where it is).
 
 
-def _train(tmp_path, *args: str, env: dict | None = None):
-    job, npz = tmp_path / "job", digits_npz(tmp_path / "digits.npz")
-    result = run_trainer("--job-dir", str(job), "--data", str(npz), *TRAIN_ARGS, *args, env=env, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return job, npz, result, read_json(job / "metrics.json")
-
-
-def _manifest_lists_exactly_the_files(job) -> set[str]:
-    listed = {entry["path"] for entry in read_json(job / "MANIFEST.json")["files"]}
-    on_disk = {p.relative_to(job).as_posix() for p in job.rglob("*") if p.is_file() and p.name != "MANIFEST.json"}
-    on_disk = {p for p in on_disk if not p.startswith("backup/")}
-    assert listed == on_disk
-    return listed
-
-
-def _loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics) -> None:
-    """model.keras (safe mode) in this process, on Keras's TensorFlow backend: same test loss and accuracy."""
-    import keras
-
-    assert keras.backend.backend() == "tensorflow"
-    with np.load(npz) as data:
-        x, y = data["x_test"].astype("float32")[..., None] / 255.0, data["y_test"]
-    model = keras.models.load_model(str(job / "model" / "model.keras"), safe_mode=True, compile=False)
-    p = model.predict(x, verbose=0)
-    loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))))
-    assert abs(loss - metrics["test_loss"]) < 1e-4
-    assert float(np.mean(p.argmax(1) == y)) == pytest.approx(metrics["test_accuracy"])
-
-
-@pytest.mark.slow
-def test_jax_trains_data_parallel_over_two_emulated_devices(tmp_path):
-    # the examples' multi-backend recipe's default model (tests/test_backends_job.py runs the recipe on dense)
-    job, npz, result, metrics = _train(tmp_path, "--backend", "jax", "--model", "mnist_convnet",
-                                       env={"MLSUBMIT_EMULATE_DEVICES": "2"})
-    from importlib.metadata import version
-
-    assert (metrics["backend"], metrics["backend_version"], metrics["keras_backend"]) == ("jax", version("jax"), "jax")
-    assert metrics["strategy"] == "data_parallel" and metrics["replicas"] == 2
-    assert metrics["model"] == "mnist_convnet"
-    assert metrics["distribution"] == "keras.distribution.DataParallel over 2 devices (cpu:0, cpu:1)"
-    assert metrics["global_batch"] == 32 and metrics["devices"] == ["cpu:0", "cpu:1"]
-    assert metrics["formats"] == ["model.keras", "model.h5", "saved_model"] and metrics["formats_skipped"] == {}
-    for key in ("test_loss", "test_accuracy", "validation_loss", "samples_per_second", "wall_seconds"):
-        assert metrics[key] is not None
-    assert "backend      jax " in result.stdout and "DataParallel over 2 devices" in result.stdout
-    listed = _manifest_lists_exactly_the_files(job)
-    assert {"model/model.keras", "model/model.h5", "model/saved_model/saved_model.pb", "metrics.json"} <= listed
-    _loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics)
-
-
-@pytest.mark.slow
-def test_torch_trains_on_one_device_and_names_the_format_it_cannot_write(tmp_path):
-    job, npz, result, metrics = _train(tmp_path, "--model", "mnist_convnet",
-                                       env={"KERAS_BACKEND": "torch", "MLSUBMIT_EMULATE_DEVICES": "2"})
-    import torch
-
-    assert (metrics["backend"], metrics["backend_version"]) == ("torch", torch.__version__)
-    assert metrics["replicas"] == 1 and metrics["global_batch"] == 16 and metrics["devices"] == ["cpu"]
-    assert metrics["model"] == "mnist_convnet"
-    assert metrics["distribution"] == "one device (cpu): Keras 3.15 distributes only on JAX and TensorFlow"
-    assert metrics["formats"] == ["model.keras", "model.h5"]
-    assert set(metrics["formats_skipped"]) == {"saved_model"} and "torch" in metrics["formats_skipped"]["saved_model"]
-    assert "not saved    saved_model: " in result.stdout
-    listed = _manifest_lists_exactly_the_files(job)
-    assert "model/model.keras" in listed and not any(p.startswith("model/saved_model") for p in listed)
-    _loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics)
-
-
+# One JAX process for this module: the one- and two-device runs, then the callbacks probe (ASYNC_PROBE, below).
 SAME_WEIGHTS_SCRIPT = r"""
 import os, sys
 os.environ.update(KERAS_BACKEND="jax", XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+sys.modules["tensorflow"] = None  # no SavedModel export (through TensorFlow): the weights are what is compared
 import numpy as np
 from trainer.backend_train import run_on_backend
 from trainer.config import parse_config
@@ -99,17 +35,26 @@ for name, args in {"one": ["--gpus", "1", "--batch-size", "32"], "two": ["--batc
     result = run_on_backend(config)
     assert (result.metrics["replicas"], result.metrics["global_batch"]) == ({"one": 1, "two": 2}[name], 32)
     weights.append([np.asarray(w) for w in result.template.get_weights()])
-print(max(float(np.max(np.abs(a - b))) for a, b in zip(*weights)))
+print("MAXDIFF", max(float(np.max(np.abs(a - b))) for a, b in zip(*weights)))
 """
 
 
-@pytest.mark.slow
-def test_jax_on_one_and_two_devices_sees_the_same_batches_and_ends_with_the_same_weights(tmp_path):
-    npz = digits_npz(tmp_path / "digits.npz")
-    out = subprocess.run([sys.executable, "-c", SAME_WEIGHTS_SCRIPT, str(tmp_path / "jobs"), str(npz)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+@pytest.fixture(scope="module")
+def jax_process(tmp_path_factory) -> list[str]:
+    """The output lines of this module's one JAX process (SAME_WEIGHTS_SCRIPT, then ASYNC_PROBE)."""
+    root = tmp_path_factory.mktemp("jax")
+    npz = digits_npz(root / "digits.npz")
+    out = subprocess.run([sys.executable, "-c", SAME_WEIGHTS_SCRIPT + ASYNC_PROBE, str(root / "jobs"), str(npz)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=180,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-3000:]
-    assert float(out.stdout.strip().splitlines()[-1]) < 1e-6
+    return out.stdout.strip().splitlines()
+
+
+@pytest.mark.slow
+def test_jax_on_one_and_two_devices_sees_the_same_batches_and_ends_with_the_same_weights(jax_process):
+    (max_diff,) = [float(line.split()[1]) for line in jax_process if line.startswith("MAXDIFF ")]
+    assert max_diff < 1e-6
 
 
 CLUSTER = json.dumps({"cluster": {"chief": ["localhost:1"], "worker": ["localhost:2"]},
@@ -228,11 +173,15 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_the_trainers_callbacks_leave_keras_dispatching_steps_asynchronously(backend):
+def test_the_trainers_callbacks_leave_keras_dispatching_steps_asynchronously(backend, request):
     """A callback with a batch hook makes Keras wait for the device after every step (it turns the step's logs into
     floats): on an H200 the JAX trainer ran at 0.65x plain Keras until BackupAndRestore's empty hook was marked safe."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", ASYNC_PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"backend": backend, "async_train": True}
+    if backend == "jax":  # the module's JAX process probes after its training (one JAX start)
+        lines = request.getfixturevalue("jax_process")
+    else:
+        env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", ASYNC_PROBE], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = done.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == {"backend": backend, "async_train": True}

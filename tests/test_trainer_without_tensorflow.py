@@ -17,14 +17,15 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.support.trainer_run import ROOT, digits_npz, read_json
-from tests.test_trainer_backends import _loads_under_tensorflow_with_the_recorded_test_metrics as _loads_under_tf
-from tests.test_trainer_backends import _manifest_lists_exactly_the_files
+from tests.support.trainer_run import loads_under_tensorflow_with_the_recorded_test_metrics as _loads_under_tf
+from tests.support.trainer_run import manifest_lists_exactly_the_files as _manifest_lists_exactly_the_files
 
 # What the trainer needs on JAX and torch, without TensorFlow (torch pinned: its CPU wheel is a local file; an
 # unpinned torch would pull the CUDA build).
@@ -101,14 +102,23 @@ def test_jax_dry_run_and_a_two_epoch_data_parallel_run_without_tensorflow(no_tf_
     assert {"model/model.keras", "model/model.h5", "metrics.json", "history.json", "history.png"} <= listed
     assert any(p.startswith("logs/train/events.out.tfevents.") for p in listed)  # TensorBoard, without TF
 
+    # the examples' multi-backend recipe's default model (tests/test_backends_job.py runs the recipe on dense)
     npz = digits_npz(tmp_path / "digits.npz")
     job = tmp_path / "two"
     done = _run(no_tf_python, "--backend", "jax", "--job-dir", str(job), "--data", str(npz), "--epochs", "2",
-                "--steps-per-epoch", "3", "--batch-size", "16", env={"MLSUBMIT_EMULATE_DEVICES": "2"})
+                "--steps-per-epoch", "3", "--batch-size", "16", "--model", "mnist_convnet",
+                env={"MLSUBMIT_EMULATE_DEVICES": "2"})
     _no_tensorflow(done)
     metrics = read_json(job / "metrics.json")
     assert (metrics["backend"], metrics["strategy"], metrics["replicas"], metrics["global_batch"]) == (
         "jax", "data_parallel", 2, 32)
+    assert (metrics["backend_version"], metrics["keras_backend"], metrics["model"]) == (
+        _pinned("jax"), "jax", "mnist_convnet")
+    assert metrics["distribution"] == "keras.distribution.DataParallel over 2 devices (cpu:0, cpu:1)"
+    assert metrics["devices"] == ["cpu:0", "cpu:1"]
+    for key in ("test_loss", "test_accuracy", "validation_loss", "samples_per_second", "wall_seconds"):
+        assert metrics[key] is not None
+    assert "backend      jax " in done.stdout and "DataParallel over 2 devices" in done.stdout
     assert metrics["epochs_run"] == 2 and len(read_json(job / "history.json")["loss"]) == 2
     _saved_model_skipped(metrics)
     _manifest_lists_exactly_the_files(job)
@@ -144,11 +154,32 @@ def test_torch_trains_without_tensorflow_into_a_gs_job_dir(no_tf_python, gcs, tm
 @pytest.mark.slow
 def test_where_tensorflow_is_installed_the_torch_route_still_never_imports_it(tmp_path):
     """Keras 3 probes for TensorFlow on every backend (seeding, saving) and would import it where it is installed:
-    seconds, its C++ start-up lines, its CUDA libraries beside torch's. The trainer keeps those probes from it."""
-    done = _run(sys.executable, "--backend", "torch", "--dry-run", "--job-dir", str(tmp_path / "job"))
+    seconds, its C++ start-up lines, its CUDA libraries beside torch's. The trainer keeps those probes from it.
+
+    The run: the recipe's default model on torch chosen by KERAS_BACKEND, on one device though two are offered, and
+    the format torch cannot write is named."""
+    job, npz = tmp_path / "job", digits_npz(tmp_path / "digits.npz")
+    done = _run(sys.executable, "--job-dir", str(job), "--data", str(npz), "--epochs", "1", "--steps-per-epoch", "3",
+                "--batch-size", "16", "--model", "mnist_convnet",
+                env={"KERAS_BACKEND": "torch", "MLSUBMIT_EMULATE_DEVICES": "2"})
     _no_tensorflow(done)
     assert "absl::InitializeLog" not in done.stderr and "cudart_stub" not in done.stderr
-    assert read_json(tmp_path / "job" / "metrics.json")["tensorflow_version"]  # installed here, never imported
+    metrics = read_json(job / "metrics.json")
+    assert metrics["tensorflow_version"]  # installed here, never imported
+    assert (metrics["backend"], metrics["backend_version"], metrics["model"]) == ("torch", version("torch"),
+                                                                                 "mnist_convnet")
+    assert metrics["replicas"] == 1 and metrics["global_batch"] == 16 and metrics["devices"] == ["cpu"]
+    assert metrics["distribution"] == "one device (cpu): Keras 3.15 distributes only on JAX and TensorFlow"
+    assert set(metrics["formats_skipped"]) == {"saved_model"} and "torch" in metrics["formats_skipped"]["saved_model"]
+    assert metrics["formats"] == ["model.keras", "model.h5"] and "not saved    saved_model: " in done.stdout
+    listed = _manifest_lists_exactly_the_files(job)
+    assert "model/model.keras" in listed and not any(p.startswith("model/saved_model") for p in listed)
+    _loads_under_tf(job, npz, metrics)
+
+
+def _pinned(package: str) -> str:
+    """The version REQUIREMENTS pins `package` to in the venv without TensorFlow."""
+    return next(r.split("==")[1] for r in REQUIREMENTS if r.startswith(f"{package}=="))
 
 
 def _scalars_readable(logs: Path, epochs: int) -> None:

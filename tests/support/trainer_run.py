@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,3 +36,25 @@ def digits_npz(path: Path) -> Path:
     cut = int(len(x) * 0.8)
     np.savez(path, x_train=x[:cut], y_train=y[:cut], x_test=x[cut:], y_test=y[cut:])
     return path
+
+
+def manifest_lists_exactly_the_files(job) -> set[str]:
+    listed = {entry["path"] for entry in read_json(job / "MANIFEST.json")["files"]}
+    on_disk = {p.relative_to(job).as_posix() for p in job.rglob("*") if p.is_file() and p.name != "MANIFEST.json"}
+    on_disk = {p for p in on_disk if not p.startswith("backup/")}
+    assert listed == on_disk
+    return listed
+
+
+def loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics) -> None:
+    """model.keras (safe mode) in this process, on Keras's TensorFlow backend: same test loss and accuracy."""
+    import keras
+
+    assert keras.backend.backend() == "tensorflow"
+    with np.load(npz) as data:
+        x, y = data["x_test"].astype("float32")[..., None] / 255.0, data["y_test"]
+    model = keras.models.load_model(str(job / "model" / "model.keras"), safe_mode=True, compile=False)
+    p = model.predict(x, verbose=0)
+    loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))))
+    assert abs(loss - metrics["test_loss"]) < 1e-4
+    assert float(np.mean(p.argmax(1) == y)) == pytest.approx(metrics["test_accuracy"])
