@@ -4,7 +4,7 @@ bundled trainer on the digits under TensorFlow, JAX and PyTorch — three local 
 
 The recipe runs once, on the smallest model (dense): what it asserts (three jobs, the table, the ensemble) does not
 depend on the architecture. The recipe's default model, mnist_convnet, trains on JAX and on torch and loads under
-TensorFlow in tests/test_trainer_backends.py."""
+TensorFlow in tests/test_trainer_without_tensorflow.py."""
 
 from __future__ import annotations
 
