@@ -30,7 +30,7 @@ VARIABLE = "MLSUBMIT_TEST_WITHOUT"
 HIDDEN = ("jax", "jaxlib", "torch", "sklearn", "pandas", "scipy")
 FILES = frozenset({
     "test_trainer_training.py", "test_local_training.py", "test_trainer_hostile.py", "test_chatter.py",
-    "test_submit_train.py", "test_cost_preemption.py", "test_emulator_training.py", "test_jobs_cli.py",
+    "test_submit_train.py", "test_cost_preemption.py", "test_tuning_submit.py", "test_jobs_cli.py",
     "test_jobs_follow.py", "test_kube_cluster.py", "test_container_command.py", "test_submit_idempotent.py",
     "test_capacity.py", "test_predict_ensemble.py", "test_engine_spark.py", "test_engine_dask.py",
     "test_engine_ray.py",
