@@ -55,7 +55,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true",
-                        help="dask only, one run each and no warm-up (first-use costs included): that it runs")
+                        help="dask only (one worker a replica), one run each and no warm-up (first-use costs "
+                             "included): that it runs")
     args = parser.parse_args()
     if args.quick:
         args.engines, args.repeats = "dask", 1
@@ -69,7 +70,9 @@ def main() -> None:
         try:
             for engine in [e for e in args.engines.split(",") if e]:
                 (tmp_path / engine).mkdir()
-                cluster = getattr(engine_clusters, f"{engine}_cluster")(tmp_path / engine)
+                # quick (Dask only): a worker for each replica and none idle, the fewest processes that run the job
+                size = {"workers": replicas} if args.quick else {}
+                cluster = getattr(engine_clusters, f"{engine}_cluster")(tmp_path / engine, **size)
                 clusters.append(cluster)
                 plans.append((engine, ["--target", cluster.target], cluster.env, cluster))
             for name, target, extra, _ in plans:

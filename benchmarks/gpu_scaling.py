@@ -80,9 +80,10 @@ print(json.dumps({"gpus": n, "gpu_names": [torch.cuda.get_device_name(i) for i i
 # One process per (model, variant, global batch): the trainer's pipeline alone, then plain Keras on one device, on
 # the backend KERAS_BACKEND names (tf.data on tensorflow; trainer.batches, without TensorFlow, on jax and torch).
 BASELINE = r"""
-import json, sys, time
+import contextlib, json, sys, time
 import numpy as np, keras
 from trainer import pipeline
+from trainer.backend_train import tensorflow_unprobed
 from trainer.callbacks import EpochTimer
 from trainer.data import load
 from trainer.models import MODELS, build_model
@@ -118,8 +119,10 @@ def plain_keras(augment):
     timer = EpochTimer((len(a.x_train) // batch) * batch)  # the trainer's own clock: first epoch left out
     model.fit(a.x_train, a.y_train, batch_size=batch, epochs=epochs, verbose=0, callbacks=[timer])
     return timer.samples_per_second, bool(model.jit_compile)
-keras_aug = plain_keras(True)[0] if MODELS[model_name].augment else None
-plain, jit = plain_keras(False)
+# as the trainer on jax and torch: Keras's probes (set_random_seed) would import TensorFlow where it is installed
+with tensorflow_unprobed() if backend != "tensorflow" else contextlib.nullcontext():
+    keras_aug = plain_keras(True)[0] if MODELS[model_name].augment else None
+    plain, jit = plain_keras(False)
 print(json.dumps({"keras": plain, "keras_aug": keras_aug, "pipeline": pipe, "jit_compile": jit}))
 """
 
@@ -297,7 +300,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default=None,
                    help="where the results go (default gpu_scaling.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: mnist_cnn, 512 samples, batch 32, 2 epochs, float32, XLA off, only N = 2 "
+                   help="smoke test: mnist_cnn, 128 samples, batch 32, 2 epochs, float32, XLA off, only N = 2 "
                         "(the data-parallel path; no speedup column without N = 1)")
     args = p.parse_args(argv)
     if args.xla is None:
@@ -305,7 +308,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.json is None and not args.quick:
         args.json = "gpu_scaling.json"
     if args.quick:
-        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 512, 32, 2
+        # a few steps an epoch: the quick mode proves the harness makes every column, it does not measure
+        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 128, 32, 2
         args.precision, args.max_devices = ["float32"], min(args.max_devices or 2, 2)
         args.xla = ["off"] if args.backend == "tensorflow" else ["auto"]
     if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:

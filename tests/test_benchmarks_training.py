@@ -19,7 +19,7 @@ QUICK = {
     "gpu_input_pipeline.py --backends jax": re.compile(rf"\[jax [^\]]+\]\n.*\n{ONE_DEVICE_ROW}"),
     "keras_jax_gpu.py": re.compile(r"^mnist_cnn\s+float32\s+[\d,]+ images/s$", re.M),
     "engines.py": re.compile(r"^dask\s+\d+\.\d\s+\d+\.\d\d\s", re.M),
-    "local_startup.py": re.compile(r"^train --local, 1 replica, warm venv\s+\d+\.\ds\s+\d+\.\d\dx", re.M),
+    "local_startup.py": re.compile(r"^train --local, 1 replica, new package\s+\d+\.\ds\s+\d+\.\d\dx", re.M),
 }
 
 
