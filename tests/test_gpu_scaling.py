@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.trainer_run import ROOT, read_json, run_trainer
+from tests.test_trainer_training import _manifest_ok
 from trainer.config import parse_config, resolve_jit_compile
 from trainer.errors import TrainerError
 
@@ -45,9 +46,13 @@ def test_xla_auto_is_on_for_one_gpu_as_plain_keras_and_keras_default_elsewhere()
 
 @pytest.mark.slow
 def test_mixed_bfloat16_with_xla_trains_and_the_saved_model_reloads(tmp_path):
+    """Also the dry run's own test: it saves every format, reloads them and summarises (one TensorFlow start)."""
     result = run_trainer("--dry-run", "--job-dir", str(tmp_path / "job"), "--precision", "mixed_bfloat16",
                          "--jit-compile", "on")
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "reload check model.keras max |Δ| 0.0e+00, model.h5 max |Δ| 0.0e+00" in result.stdout
+    assert "strategy     default" in result.stdout
+    _manifest_ok(tmp_path / "job")
     metrics = read_json(tmp_path / "job" / "metrics.json")
     assert (metrics["precision"], metrics["jit_compile"]) == ("mixed_bfloat16", True)
     import zipfile
@@ -57,7 +62,6 @@ def test_mixed_bfloat16_with_xla_trains_and_the_saved_model_reloads(tmp_path):
     policies = [layer["config"]["dtype"]["config"]["name"] for layer in config["config"]["layers"]
                 if layer["class_name"] != "InputLayer"]
     assert policies[:-1] == ["mixed_bfloat16"] * (len(policies) - 1) and policies[-1] == "float32"
-    assert "reload check model.keras max |Δ| 0.0e+00" in result.stdout
 
 
 def test_device_ladder_doubles_up_to_what_the_machine_has():

@@ -1,7 +1,8 @@
 """mlsubmit predict end to end: three models trained by the trainer on the digits, read back from gs://.
 
-The models are trained once per session (in parallel subprocesses, as users run the trainer) into a bucket on a real
-fake-gcs-server; the command runs in-process through typer's CliRunner so TensorFlow is imported once.
+The models are trained once per session by the trainer (one after another in one subprocess: one TensorFlow start
+for the three) into a bucket on a real fake-gcs-server; the command runs in-process through typer's CliRunner so
+TensorFlow is imported once.
 """
 
 from __future__ import annotations
@@ -35,22 +36,30 @@ class Trained:
     job_dirs: list[str]
 
 
+# The trainer's own entry point (what `python -m trainer.task` calls), once per member: argv[1] is a JSON list of
+# each member's flags.
+TRAIN_EACH = """
+import json, sys
+from trainer.task import main
+for flags in json.loads(sys.argv[1]):
+    assert main(flags) == 0, flags
+"""
+
+
 @pytest.fixture(scope="session")
 def trained(gcs_emulator, tmp_path_factory) -> Trained:
-    """Three `dense` models on the digits, seeds 1–3, trained in parallel into gs://predict-models/digits/seedN."""
+    """Three `dense` models on the digits, seeds 1–3, trained into gs://predict-models/digits/seedN."""
     root = tmp_path_factory.mktemp("predict-models")
     data = digits_npz(root / "digits.npz")
     bucket = "predict-models"
     gcs_emulator.create_bucket(bucket)
     env = {**os.environ, **gcs_emulator.env(), "TF_CPP_MIN_LOG_LEVEL": "3", "MLSUBMIT_HOME": str(root / "home")}
     job_dirs = [f"gs://{bucket}/digits/seed{seed}" for seed in SEEDS]
-    runs = [subprocess.Popen([sys.executable, "-m", "trainer.task", "--job-dir", job_dir, "--model", "dense",
-                              "--data", str(data), "--epochs", str(EPOCHS), "--seed", str(seed)],
-                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for seed, job_dir in zip(SEEDS, job_dirs)]
-    for run in runs:
-        output = run.communicate(timeout=300)[0]
-        assert run.returncode == 0, output[-3000:]
+    members = [["--job-dir", job_dir, "--model", "dense", "--data", str(data), "--epochs", str(EPOCHS), "--seed",
+                str(seed)] for seed, job_dir in zip(SEEDS, job_dirs)]
+    run = subprocess.run([sys.executable, "-c", TRAIN_EACH, json.dumps(members)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     return Trained(data, bucket, job_dirs)
 
 
