@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is None and not args.quick:
         args.json = "gpu_input_pipeline.json"
     if args.quick:
-        args.batch_size = 32
+        args.batch_size = 16  # gpu_scaling.py's quick mode
     deadline = time.monotonic() + args.budget
     bench = _scaling()
     rows: list[dict] = []

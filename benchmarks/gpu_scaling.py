@@ -300,7 +300,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default=None,
                    help="where the results go (default gpu_scaling.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: mnist_cnn, 128 samples, batch 32, 2 epochs, float32, XLA off, only N = 2 "
+                   help="smoke test: mnist_cnn, 64 samples, batch 16, 2 epochs, float32, XLA off, only N = 2 "
                         "(the data-parallel path; no speedup column without N = 1)")
     args = p.parse_args(argv)
     if args.xla is None:
@@ -308,8 +308,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.json is None and not args.quick:
         args.json = "gpu_scaling.json"
     if args.quick:
-        # a few steps an epoch: the quick mode proves the harness makes every column, it does not measure
-        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 128, 32, 2
+        # a few small steps an epoch (each image costs mnist_cnn ~1.5 GFLOP to train on): the quick mode proves
+        # that the harness makes every column, it does not measure
+        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 64, 16, 2
         args.precision, args.max_devices = ["float32"], min(args.max_devices or 2, 2)
         args.xla = ["off"] if args.backend == "tensorflow" else ["auto"]
     if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:

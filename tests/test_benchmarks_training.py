@@ -1,4 +1,4 @@
-"""The four benchmarks that train (several processes, emulated devices, real clusters) run to completion in their
+"""The five benchmarks that train (several processes, emulated devices, real clusters) run to completion in their
 quick mode, each with a measured figure in its table (not a dash or an error), leaving nothing behind: see
 tests/test_benchmarks.py for the others."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from support.quick_benchmark import run_quick
 
-ONE_DEVICE_ROW = r"mnist_cnn \| float32 \| auto \| 1 \| 32 \| [\d,]+ \| [\d,]+ \|"
+ONE_DEVICE_ROW = r"mnist_cnn \| float32 \| auto \| 1 \| 16 \| [\d,]+ \| [\d,]+ \|"
 QUICK = {
     # the data-parallel row on 2 emulated devices, measured beside plain Keras (a failure shows "—" and a note)
-    "gpu_scaling.py": re.compile(r"^mnist_cnn \| float32 \| off \| 2 \| 64 \| [\d,]+ \| [\d,]+ \| [\d.]+× \|", re.M),
+    "gpu_scaling.py": re.compile(r"^mnist_cnn \| float32 \| off \| 2 \| 32 \| [\d,]+ \| [\d,]+ \| [\d.]+× \|", re.M),
     # the GPU script's CPU path, JAX only (its torch path is the same code; torch trains in test_trainer_backends.py):
     # a measured row beside plain Keras
     "gpu_input_pipeline.py --backends jax": re.compile(rf"\[jax [^\]]+\]\n.*\n{ONE_DEVICE_ROW}"),
