@@ -17,14 +17,15 @@ from support.training_emulator import TrainingEmulator
 
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 pytestmark = pytest.mark.slow
-# about half a second an epoch here; the same seed in both runs. Preempted once, after epoch 1 of 10: a backup to
-# resume from, and epochs left to run after it. The nine epochs after that backup are the margin for this test,
-# polling from a loaded machine, to preempt before the trainer finishes and removes its backup (with three epochs
-# left, a CI run once preempted a finished job, which then started afresh). Each start costs a TensorFlow import:
+# the same seed in both runs. Preempted once, after epoch 1 of 10: a backup to resume from, and epochs left to run
+# after it. The nine epochs after that backup are the margin for this test, polling from a loaded machine, to preempt
+# before the trainer finishes and removes its backup (with three epochs left, a CI run once preempted a finished job,
+# which then started afresh; with 1,500 samples, 0.2 s an epoch on a quiet machine, a full run once preempted after
+# the ninth: 3,000 samples make each epoch, and the margin, twice as long). Each start costs a TensorFlow import:
 # preempting more than once is the timer test's (a program without TensorFlow), not this one's.
 EPOCHS = 10
 PREEMPT_AFTER = 1
-TRAINER_ARGS = ("--", "--data", "synthetic:16x16x1:10:1500", "--batch-size", "16", "--epochs", str(EPOCHS),
+TRAINER_ARGS = ("--", "--data", "synthetic:16x16x1:10:3000", "--batch-size", "16", "--epochs", str(EPOCHS),
                 "--patience", "100", "--model", "dense", "--seed", "7")
 
 

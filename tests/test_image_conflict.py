@@ -77,6 +77,7 @@ def test_a_dependency_of_a_requirement_that_conflicts_names_both_sides():
 
 CHECK = """\
 import json, pip
+from mlsubmit.errors import UsageError
 from mlsubmit.images import catalog, check
 said = {"pip": pip.__version__}
 for requirement, image in (("numpy==1.22.3", catalog.tensorflow_image("2.8", "cpu", python="3.7")),
