@@ -12,10 +12,11 @@ anything: for each framework module, the site directories on its `sys.path` that
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from mlsubmit.images.conflict import name as _project
 
 # the import package of each framework distribution said, in the order said
 MODULES = (("tensorflow", ("tensorflow-cpu", "tensorflow", "tensorflow-gpu")), ("keras", ("keras",)),
@@ -106,15 +107,6 @@ def replaces(requirement: str, image_has: str) -> str:
     return f"{requirement} replaces the image's {image_has} (as pip install does on the image)"
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _project(requirement: str) -> str:
-    """The canonical project name a requirement names."""
-    return _canonical(re.split(r"[\s\[<>=!~;@(]", requirement.strip(), maxsplit=1)[0])
-
-
 def provided(carried, python: Path | None = None) -> dict[str, tuple[str, str]]:
     """{framework module: (distribution, version)} the image provides: its framework distributions (`carried`,
     mlsubmit.images.envs.Carried), and what the image's environment `python` imports where it is built already
@@ -126,7 +118,7 @@ def provided(carried, python: Path | None = None) -> dict[str, tuple[str, str]]:
                 found[module] = (providers[0].name, providers[0].version)
     for item in carried:
         for module, names in MODULES:
-            if _canonical(item.name) in names:
+            if _project(item.name) in names:
                 found[module] = (item.name, item.version)
     return found
 
@@ -161,7 +153,7 @@ def _requirement(provider: Provider) -> str:
     except (OSError, ValueError):
         listed = []
     for text in listed:
-        if _project(text) == _canonical(provider.name):
+        if _project(text) == _project(provider.name):
             return f"requirement {text}"
     return f"{provider} (required by the package's requirements)"
 
