@@ -232,8 +232,8 @@ def test_an_edit_adds_only_the_package_and_never_a_second_tensorflow(tmp_path, d
     from mlsubmit.images import job_envs
 
     image, mine, real_env = default_image
-    # the image carries the `tensorflow` distribution; `tensorflow-cpu` of the same version is met by it
-    requires = ["tabulate", "tensorflow-cpu>=2.21,<2.22"]
+    # the image carries `tensorflow`, its environment that version's CPU build (tensorflow-cpu): `tensorflow` is met
+    requires = ["tabulate", "tensorflow>=2.21,<2.22"]
     first, reused = job_envs.job_python(image, [_sdist(tmp_path, 1, requires)])
     second, again = job_envs.job_python(image, [_sdist(tmp_path, 2, requires)])
     assert not reused and not again and first != second
@@ -243,8 +243,8 @@ def test_an_edit_adds_only_the_package_and_never_a_second_tensorflow(tmp_path, d
     for environment in (first.parent.parent, second.parent.parent, layer):
         assert not list(environment.glob("lib/python*/site-packages/tensorflow/")), environment
     probe = ("import importlib.util, importlib.metadata as m, json, tabulate\n"
-             "print(json.dumps([importlib.util.find_spec('tensorflow').origin, m.version('tensorflow-cpu'), "
-             "m.distribution('tensorflow-cpu').read_text('INSTALLER').strip(), tabulate.__file__]))")
+             "print(json.dumps([importlib.util.find_spec('tensorflow').origin, m.version('tensorflow'), "
+             "m.distribution('tensorflow').read_text('INSTALLER').strip(), tabulate.__file__]))")
     origin, version, installer, tabulate_file = json.loads(subprocess.run(
         [str(second), "-I", "-c", probe], capture_output=True, text=True, check=True).stdout)
     assert Path(origin).resolve().is_relative_to(real_env.resolve()) and version == "2.21.0"

@@ -85,11 +85,13 @@ SKLEARN = ROOT / "tests" / "fixtures" / "trainers" / "sklearn_iris"
 
 
 def test_a_scikit_learn_trainer_runs_on_the_software_of_its_sklearn_image(tmp_path):
-    """Not mlsubmit's own scikit-learn: the image's 1.6.1 with its numpy 1.26.4, on its Python 3.10."""
+    """Not mlsubmit's own scikit-learn: the image's 1.6.1 with its numpy 1.26.4, on its Python 3.10; its xgboost
+    2.1.3 as the CPU build of that version (xgboost-cpu: no CUDA kernels, no NCCL)."""
     image = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
     done = _train(SKLEARN / "iris_trainer", "--executor-image-uri", image, "--python-module", "iris_trainer.task",
                   "--job-dir", "job", "--", "--model-dir", "model", cwd=tmp_path)
     assert "installed on image sklearn-cpu.1-6: Python 3.10" in done.stdout, done.stdout
+    assert "scikit-learn 1.6.1, xgboost 2.1.3 (its CPU build, xgboost-cpu), numpy 1.26.4" in done.stdout
     assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10, accuracy 0.9" in done.stdout, done.stdout
 
 
@@ -210,3 +212,42 @@ def test_the_legacy_115_runtime_environment_imports_tensorflow_and_says_its_vers
     assert tensorflow == "1.15.0" and protobuf.startswith("3.") and minor == "7"
     assert re.match(r"tf-cpu\.1-15: Python 3\.7\.\d+, tensorflow-cpu 1\.15\.0|tf-cpu\.1-15: Python 3\.7\.\d+, "
                     r"tensorflow 1\.15\.0", versions_line(image, python))
+
+
+def test_the_default_images_tensorflow_is_its_cpu_build_standing_in_and_a_tf_keras_package_adds_no_second(
+        tmp_path, images_home):
+    """The public image carries `tensorflow` 2.21.0, whose wheel holds CUDA kernels nothing here runs: its environment
+    holds the CPU build (tensorflow-cpu 2.21.0, the same code) under the image's name, so a package requiring
+    `tensorflow>=2.21` and tf-keras (which requires `tensorflow`) gets no second TensorFlow, `pip check` is clean,
+    `import tensorflow` works, and what is said names the image's distribution."""
+    from mlsubmit.images import choose, envs, job_envs
+    from mlsubmit.jobspec.spec import JobSpec
+    from mlsubmit.packaging.sdist import plan_sdist, write_sdist
+
+    image = choose.job_image(JobSpec())
+    python, _ = envs.image_python(image)
+    site = Path(envs.site_packages(python))
+    assert job_envs.installed(site, job_envs.TENSORFLOW_NAMES)[:2] == ("tensorflow-cpu", "2.21.0")
+    alias = site / "tensorflow-2.21.0.dist-info"
+    assert (alias / "INSTALLER").read_text().strip() == "mlsubmit-alias" and not list(site.glob("nvidia*"))
+    assert re.fullmatch(r"tensorflow/tensorflow:2\.21\.0: Python 3\.11\.\d+, tensorflow 2\.21\.0 \(its CPU build, "
+                        r"tensorflow-cpu\), keras 3\.\S+, tensorboard 2\.21\.\d+, .*", envs.versions_line(image, python))
+
+    project = tmp_path / "project"  # reproducible sdist: built once per image environment in the suite's images dir
+    (project / "legacy").mkdir(parents=True)
+    (project / "legacy" / "__init__.py").write_text("")
+    (project / "setup.py").write_text("from setuptools import setup\nsetup(name='legacy', version='0.1', packages="
+                                      "['legacy'], install_requires=['tensorflow>=2.21', 'tf-keras~=2.21.0'])\n")
+    sdist = write_sdist(plan_sdist(project / "legacy"), tmp_path / "dist").path
+    job, _ = job_envs.job_python(image, [sdist])
+    for layer in map(Path, job_envs.layers(job.parent.parent)[:-1]):  # the job's and its requirements' own
+        assert not (layer / "tensorflow").exists() and job_envs.installed(layer, job_envs.TENSORFLOW_NAMES) is None
+    probe = ("import importlib.metadata as m, tensorflow as tf, tf_keras\n"
+             "print(tf.__version__, tf_keras.__version__, tf.__file__, m.version('tensorflow'))")
+    done = subprocess.run([str(job), "-I", "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tensorflow, tf_keras, origin, named = done.stdout.split()[-4:]
+    assert (tensorflow, named) == ("2.21.0", "2.21.0") and tf_keras.startswith("2.21.")
+    assert Path(origin).is_relative_to(site)
+    checked = subprocess.run([str(job), "-m", "pip", "check"], capture_output=True, text=True)
+    assert checked.returncode == 0 and "No broken requirements found" in checked.stdout, checked.stdout

@@ -125,8 +125,7 @@ def test_a_tensorflow_pin_over_the_images_tensorflow_cpu_is_said_without_install
     reports tensorflow 2.8.0, not tensorflow-cpu 2.8.4, with the same note."""
     from mlsubmit.images import catalog
     from mlsubmit.images.check import check
-    from mlsubmit.images.imported import imported
-    from mlsubmit.images.job_envs import REQUIREMENTS, see
+    from mlsubmit.images.job_envs import REQUIREMENTS
 
     image = catalog.tensorflow_image("2.8", "cpu")
     package = _package(tmp_path / "tf", "tensorflow==2.8.0")
@@ -140,22 +139,60 @@ def test_a_tensorflow_pin_over_the_images_tensorflow_cpu_is_said_without_install
     assert again.cached and again.replaced == (note,)  # a cached check says it too
 
     # a job's environment as mlsubmit.images.job_envs layers it: the job's venv, the replacing layer, the image's
+    (tmp_path / "deps" / "x-env-1").mkdir(parents=True)
+    (tmp_path / "deps" / "x-env-1" / REQUIREMENTS).write_text(json.dumps(["tensorflow==2.8.0"]))
+    ran = _imported_from_records(tmp_path, ((tmp_path / "deps" / "x-env-1", "tensorflow", "2.8.0", "pip"),
+                                            (tmp_path / "env-1", "tensorflow_cpu", "2.8.4", "pip"),
+                                            (tmp_path / "env-1", "tensorflow", "2.8.4", "mlsubmit-alias")))
+    assert re.fullmatch(r"Python 3\.\d+\.\d+, tensorflow 2\.8\.0", ran.line()), ran.line()
+    assert ran.replaced() == [note]
+
+
+def _imported_from_records(tmp_path: Path, records) -> object:
+    """What a job's environment layered on the site directories of `records` ((environment, distribution, version,
+    installer), the job's nearest first; each holding a `tensorflow` package) imports (mlsubmit.images.imported)."""
+    from mlsubmit.images.imported import imported
+    from mlsubmit.images.job_envs import see
+
     version = "python%d.%d" % sys.version_info[:2]
     job = tmp_path / "jobs" / "job"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(job)], check=True, timeout=120)
     sites = {}
-    for root, name, release, installer in ((tmp_path / "deps" / "x-env-1", "tensorflow", "2.8.0", "pip"),
-                                           (tmp_path / "env-1", "tensorflow_cpu", "2.8.4", "pip"),
-                                           (tmp_path / "env-1", "tensorflow", "2.8.4", "mlsubmit-alias")):
+    for root, name, release, installer in records:
         site = sites.setdefault(root, root / "lib" / version / "site-packages")
         (site / "tensorflow").mkdir(parents=True, exist_ok=True)
         record = site / f"{name}-{release}.dist-info"
-        record.mkdir()
+        record.mkdir(exist_ok=True)  # (an image's environment shared by two jobs)
         (record / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {release}\n\n")
         (record / "INSTALLER").write_text(installer)
-    (tmp_path / "deps" / "x-env-1" / REQUIREMENTS).write_text(json.dumps(["tensorflow==2.8.0"]))
     see(next(job.glob("lib/python*/site-packages")), [str(site) for site in sites.values()])
-    ran = imported(job / "bin" / "python")
-    assert re.fullmatch(r"Python 3\.\d+\.\d+, tensorflow 2\.8\.0", ran.line()), ran.line()
-    assert ran.replaced() == [note]
-    shutil.rmtree(job)
+    try:
+        return imported(job / "bin" / "python")
+    finally:
+        shutil.rmtree(job)
+
+
+def test_the_cpu_build_in_an_images_environment_is_said_under_the_images_name(tmp_path):
+    """The public tensorflow/tensorflow image carries `tensorflow`; its environment holds the CPU build, tensorflow-cpu
+    of the same version, in its place (mlsubmit.images.envs.cpu_builds, kept in the environment's image.json): what
+    the job imports is said as the image's distribution, with one clause naming the build, and a requirement that
+    replaces it names the image's distribution too."""
+    from mlsubmit.images.envs import IMAGE_JSON
+    from mlsubmit.images.job_envs import REQUIREMENTS
+
+    image = tmp_path / "image" / "env-1"
+    image.mkdir(parents=True)
+    (image / IMAGE_JSON).write_text(json.dumps({"image": "tensorflow/tensorflow:2.21.0", "packages": [],
+                                                "builds": {"tensorflow-cpu": "tensorflow"}}))
+    records = ((image, "tensorflow_cpu", "2.21.0", "pip"), (image, "tensorflow", "2.21.0", "mlsubmit-alias"))
+    ran = _imported_from_records(tmp_path / "image", records)
+    assert re.fullmatch(r"Python 3\.\d+\.\d+, tensorflow 2\.21\.0 \(its CPU build, tensorflow-cpu\)", ran.line())
+    assert ran.replaced() == []
+
+    layer = tmp_path / "pinned" / "deps" / "x-env-1"
+    layer.mkdir(parents=True)
+    (layer / REQUIREMENTS).write_text(json.dumps(["tensorflow==2.20.0"]))
+    ran = _imported_from_records(tmp_path / "pinned", ((layer, "tensorflow", "2.20.0", "pip"), *records))
+    assert re.fullmatch(r"Python 3\.\d+\.\d+, tensorflow 2\.20\.0", ran.line()), ran.line()
+    assert ran.replaced() == ["requirement tensorflow==2.20.0 replaces the image's tensorflow 2.21.0 (as pip install "
+                              "does on the image)"]

@@ -8,7 +8,11 @@
   within the image's pins; torch and numpy for a PyTorch image), made with a Python of the image's version when
   this machine has one (mlsubmit.images.interpreters), kept in $MLSUBMIT_HOME/images/<image>/env-<key>, key = sha256
   of the exact package list and the interpreter: built once (aside, renamed into place: mlsubmit.cache.entries),
-  and held by the process that uses it. No CUDA image runs here: TensorFlow and torch run on the CPU.
+  and held by the process that uses it. No CUDA image runs here: TensorFlow and torch run on the CPU, and where the
+  package index has the CPU build of the image's distribution at its version (tensorflow-cpu for `tensorflow`,
+  xgboost-cpu for `xgboost`: the same code without CUDA kernels, a third of the disk, a faster import) that is what
+  is installed, standing in under the image's name (mlsubmit.images.job_envs.stand_in), and said as the image's
+  ("tensorflow 2.21.0 (its CPU build, tensorflow-cpu)": mlsubmit.images.imported).
 - `job_python(image, sdist)`: a job's environment on the image's, sharing it: the package alone, its requirements
   the image lacks in a requirements environment shared by every package that needs the same ones
   (mlsubmit.images.job_envs).
@@ -186,17 +190,45 @@ def _env_key(image: Image, carried: tuple[Carried, ...], python: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _framework_install(image: Image, carried: tuple[Carried, ...]) -> list[str]:
-    """The requirements an image's environment is built from: the image's own distributions (`tensorflow` on the
-    public tensorflow/tensorflow images, so a package requiring `tensorflow` or `tf-keras` finds it there and pip adds
-    no second TensorFlow), the CPU build (tensorflow-cpu) of a Vertex AI CPU image unless it carries tf-keras (which
-    requires the `tensorflow` distribution), and what the image adds (catalog.Image.adds: TensorBoard on 2.21)."""
-    legacy = any(c.name == "tf-keras" for c in carried) or tensorflow_package(image) == "tensorflow"
-    cpu = {} if legacy or image.version in ("1.15", "2.0") else {"tensorflow": "tensorflow-cpu"}
-    names = {"tensorflow-cpu": "tensorflow"} if legacy else cpu
-    exact = [f"{names.get(c.name, c.name)}=={c.version}" for c in carried]
+# a framework distribution's CPU build (the same Python code and version, without CUDA kernels), at the versions the
+# package index has it (PyPI, 2026-12-07): tensorflow-cpu 1.15.0 and from 2.1.0 (none of 2.0, whose `tensorflow` is
+# CPU-only); xgboost-cpu from 2.1.1
+CPU_BUILDS = {"tensorflow": ("tensorflow-cpu", ">=1.15,!=2.0.*"), "xgboost": ("xgboost-cpu", ">=2.1.1")}
+
+
+def cpu_builds(carried: tuple[Carried, ...]) -> dict[str, str]:
+    """{CPU build: the image's distribution it is installed in place of}, e.g. {"tensorflow-cpu": "tensorflow"} for
+    the public tensorflow/tensorflow images, whose `tensorflow` wheel carries CUDA kernels nothing runs here."""
+    from packaging.specifiers import SpecifierSet
+
+    return {CPU_BUILDS[item.name][0]: item.name for item in carried
+            if item.name in CPU_BUILDS and item.version in SpecifierSet(CPU_BUILDS[item.name][1])}
+
+
+def _install_steps(image: Image, carried: tuple[Carried, ...]) -> tuple[list[str], list[str]]:
+    """The two pip runs an image's environment is built with: the image's framework distributions (each at its CPU
+    build where there is one: `cpu_builds`), its supporting pins and what it adds (catalog.Image.adds: TensorBoard on
+    2.21); then, once the CPU builds stand in under the image's names (job_envs.stand_in), the distributions that
+    require one of those names (tf-keras requires `tensorflow`), which pip then finds satisfied: no second
+    TensorFlow."""
+    from packaging.requirements import Requirement
+
+    from mlsubmit.images.job_envs import TENSORFLOW_NAMES, XGBOOST_NAMES
+
+    builds = {image_name: build for build, image_name in cpu_builds(carried).items()}
+    aliased = {*TENSORFLOW_NAMES, *XGBOOST_NAMES}
+    first, then = [], []
+    for item in carried:
+        on_alias = any(Requirement(text).name in aliased for text in item.requires)
+        (then if on_alias else first).append(f"{builds.get(item.name, item.name)}=={item.version}")
     pinned = [f"{package}{pin}" for package, pin in image.pins if package in _SUPPORTING]
-    return exact + pinned + [requirement for requirement, _ in image.adds]
+    return first + pinned + [requirement for requirement, _ in image.adds], then
+
+
+def _framework_install(image: Image, carried: tuple[Carried, ...]) -> list[str]:
+    """What an image's environment is built from, in the order installed (`_install_steps`)."""
+    first, then = _install_steps(image, carried)
+    return first + then
 
 
 def constraints(image: Image, carried) -> str:
@@ -219,25 +251,43 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
     python = target / "bin" / "python"
     if python.exists() and entries.hold(target):
         return python, True
-    requirements = _framework_install(image, carried)
+    first, then = _install_steps(image, carried)
+    builds = cpu_builds(carried)
     size = (" (torch's Linux wheel is its CUDA build: about 5 GB with the NVIDIA libraries it requires, a minute or "
             "more)" if image.framework == "pytorch" else "")
-    say(f"building the environment of {image.name} once: {', '.join(requirements)}{size}")
+    size += "".join(f" ({build}: {image_name}'s CPU build)" for build, image_name in builds.items())
+    say(f"building the environment of {image.name} once: {', '.join(first + then)}{size}")
     entries.remove_stale(target.parent)
     with entries.building(target.parent, f"the environment of {image.name}", prefix=".building-") as building:
         subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, text=True,
                        timeout=300)
-        done = run_pip(building / "bin" / "python", ["install", "--no-input", *requirements])
+        _build(image, building / "bin" / "python", first, then)
+        _check_imports(image, building / "bin" / "python")
+        Path(building, IMAGE_JSON).write_text(json.dumps({"image": image.name, "packages": first + then,
+                                                          "builds": builds}))
+        entries.place(building, target)  # or an identical build finished first: use it
+    entries.hold(target)
+    return python, False
+
+
+IMAGE_JSON = "image.json"  # in an image's environment: its image, what it was built from, the CPU builds in it
+
+
+def _build(image: Image, python: Path, first: list[str], then: list[str]) -> None:
+    """pip installs `first`; the CPU builds then stand in under the image's names (job_envs.stand_in); pip installs
+    `then` on them."""
+    from mlsubmit.images.job_envs import stand_in
+
+    for requirements in (first, then):
+        if not requirements:
+            continue
+        done = run_pip(python, ["install", "--no-input", *requirements])
         if done.returncode != 0:
             from mlsubmit.images.pip_errors import pip_reason
 
             raise UsageError(f"the environment of {image.name} could not be built: pip: {pip_reason(done.stderr)}",
                              hint=OPT_OUT_HINT)
-        _check_imports(image, building / "bin" / "python")
-        Path(building, "image.json").write_text(json.dumps({"image": image.name, "packages": requirements}))
-        entries.place(building, target)  # or an identical build finished first: use it
-    entries.hold(target)
-    return python, False
+        stand_in(Path(site_packages(python)))
 
 
 def built_python(image: Image, carried: tuple[Carried, ...]) -> Path | None:

@@ -21,7 +21,7 @@ from mlsubmit.images.conflict import name as _project
 # the import package of each framework distribution said, in the order said
 MODULES = (("tensorflow", ("tensorflow-cpu", "tensorflow", "tensorflow-gpu")), ("keras", ("keras",)),
            ("tf_keras", ("tf-keras",)), ("tensorboard", ("tensorboard",)), ("sklearn", ("scikit-learn",)),
-           ("xgboost", ("xgboost",)), ("torch", ("torch",)), ("google/protobuf", ("protobuf",)),
+           ("xgboost", ("xgboost", "xgboost-cpu")), ("torch", ("torch",)), ("google/protobuf", ("protobuf",)),
            ("numpy", ("numpy",)))
 
 # runs on the job's Python (3.7 too): reads directories and METADATA files, imports nothing of the job's
@@ -64,8 +64,9 @@ print(json.dumps(["Python " + sys.version.split()[0], out]))
 @dataclass(frozen=True)
 class Provider:
     site: str  # the site directory it is imported from
-    name: str  # its distribution
+    name: str  # its distribution (the image's name for it in an image's environment)
     version: str
+    build: str = ""  # the CPU build installed in its place in the image's environment (tensorflow-cpu), if any
 
     @property
     def root(self) -> Path:  # the environment (…/lib/pythonX.Y/site-packages)
@@ -73,6 +74,10 @@ class Provider:
 
     def __str__(self) -> str:
         return f"{self.name} {self.version}"
+
+    def said(self) -> str:
+        """"tensorflow 2.21.0", or "tensorflow 2.21.0 (its CPU build, tensorflow-cpu)"."""
+        return f"{self} (its CPU build, {self.build})" if self.build else str(self)
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ class Imported:
     def line(self) -> str:
         """"Python 3.10.13, tensorflow 2.8.0, keras 2.8.0, ...": the versions imported."""
         said = [self.python] if self.python else []
-        said += [str(providers[0]) for providers in self.found if providers]
+        said += [providers[0].said() for providers in self.found if providers]
         return ", ".join(dict.fromkeys(said)) or "versions unknown"
 
     def replaced(self) -> list[str]:
@@ -166,4 +171,21 @@ def imported(python: Path) -> Imported:
         version, found = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         return Imported("", ())
-    return Imported(version, tuple(tuple(Provider(*item) for item in providers) for _, providers in found))
+    builds: dict[str, dict[str, str]] = {}
+    return Imported(version, tuple(tuple(_as_image_names(Provider(*item), builds) for item in providers)
+                                   for _, providers in found))
+
+
+def _as_image_names(provider: Provider, builds: dict[str, dict[str, str]]) -> Provider:
+    """`provider` under the image's name where it is a CPU build its image's environment installed in place of the
+    image's distribution (mlsubmit.images.envs.cpu_builds, kept in the environment's image.json)."""
+    from mlsubmit.images.envs import IMAGE_JSON
+
+    root = str(provider.root)
+    if root not in builds:
+        try:
+            builds[root] = json.loads((provider.root / IMAGE_JSON).read_text()).get("builds", {})
+        except (OSError, ValueError, AttributeError):
+            builds[root] = {}
+    image_name = builds[root].get(provider.name)
+    return Provider(provider.site, image_name, provider.version, provider.name) if image_name else provider

@@ -54,6 +54,7 @@ from mlsubmit.images.catalog import Image
 from mlsubmit.images.missing import missing_requirements
 
 TENSORFLOW_NAMES = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu")  # one `tensorflow` import package, three names
+XGBOOST_NAMES = ("xgboost", "xgboost-cpu")  # one `xgboost` import package: the CUDA build and the CPU build
 ALIAS_INSTALLER = "mlsubmit-alias"
 _BRIDGE = "_mlsubmit_image.pth"
 REQUIREMENTS = "requirements.json"  # in a requirements environment: the requirements it was built for
@@ -66,13 +67,19 @@ def _canonical(name: str) -> str:
 
 def image_tensorflow(site: Path) -> tuple[str, str, tuple[str, ...]] | None:
     """(name, version, Requires-Dist) of the TensorFlow distribution installed in `site`, or None (no TensorFlow)."""
-    for info in sorted(site.glob("tensorflow*.dist-info")):
+    return installed(site, TENSORFLOW_NAMES)
+
+
+def installed(site: Path, names: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]] | None:
+    """(name, version, Requires-Dist) of the distribution of `names` (one import package's) installed in `site`, not
+    an alias, or None."""
+    for info in sorted(site.glob(f"{names[0].split('-')[0]}*.dist-info")):
         try:
             head = email.parser.HeaderParser().parsestr((info / "METADATA").read_text(errors="replace"))
             installer = (info / "INSTALLER").read_text().strip() if (info / "INSTALLER").exists() else ""
         except OSError:
             continue
-        if _canonical(head["Name"] or "") in TENSORFLOW_NAMES and installer != ALIAS_INSTALLER:
+        if _canonical(head["Name"] or "") in names and installer != ALIAS_INSTALLER:
             return _canonical(head["Name"]), head["Version"], tuple(head.get_all("Requires-Dist") or ())
     return None
 
@@ -82,7 +89,7 @@ def alias_files(name: str, version: str, requires: tuple[str, ...], of: str) -> 
     metadata only, with `of`'s requirements, so pip and `pip check` see `name` satisfied by it."""
     folder = f"{name.replace('-', '_')}-{version}.dist-info"
     metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-                          f"Summary: the image's {of} {version} under the name {name} (mlsubmit: one TensorFlow)",
+                          f"Summary: {of} {version} under the name {name} (mlsubmit: one {of} installed)",
                           *(f"Requires-Dist: {requirement}" for requirement in requires)]) + "\n"
     files = {f"{folder}/METADATA": metadata, f"{folder}/INSTALLER": f"{ALIAS_INSTALLER}\n"}
     files[f"{folder}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{folder}/RECORD"])
@@ -101,21 +108,31 @@ def _new_venv(base: Path, path: Path, below: list[str], tensorflow) -> tuple[Pat
     return python, site
 
 
-def _alias(site: Path, tensorflow) -> None:
+def _alias(site: Path, tensorflow, names: tuple[str, ...] = TENSORFLOW_NAMES) -> None:
     """`site`'s stand-ins for `tensorflow` (name, version, requires: the TensorFlow its layers import) under its
-    other names, replacing those it had (a requirements layer below may replace the image's TensorFlow)."""
-    for info in site.glob("tensorflow*.dist-info"):
+    other `names`, replacing those it had (a requirements layer below may replace the image's TensorFlow)."""
+    for info in site.glob(f"{names[0].split('-')[0]}*.dist-info"):
         if (info / "INSTALLER").is_file() and (info / "INSTALLER").read_text().strip() == ALIAS_INSTALLER:
             for item in info.iterdir():
                 item.unlink()
             info.rmdir()
     if tensorflow is not None:
         name, version, requires = tensorflow
-        for other in TENSORFLOW_NAMES:
+        for other in names:
             if other != name:
                 for relative, text in alias_files(other, version, requires, name).items():
                     (site / relative).parent.mkdir(exist_ok=True)
                     (site / relative).write_text(text)
+
+
+def stand_in(site: Path) -> None:
+    """In an image's environment (`site`): its TensorFlow and its XGBoost, where installed, under each of their other
+    names as well (the CPU build tensorflow-cpu as the image's `tensorflow`, which tf-keras requires; xgboost-cpu as
+    `xgboost`)."""
+    for names in (TENSORFLOW_NAMES, XGBOOST_NAMES):
+        found = installed(site, names)
+        if found is not None:
+            _alias(site, found, names)
 
 
 def _tensorflow_below(below: list[str]):
