@@ -10,9 +10,7 @@ digits data, then `mlsubmit predict` scores the model) or the whole test suite.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import subprocess
 import sys
 import venv
@@ -40,36 +38,8 @@ def _install(python: Path) -> None:
     print("installing mlsubmit and its test dependencies (first run: a few minutes)", flush=True)
     pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
     subprocess.check_call(pip + ["install", "-q", "--upgrade", "pip"])
-    if not _has_nvidia_gpu():
-        _cpu_tensorflow(python, pip)
     subprocess.check_call(pip + ["install", "-q", "-e", f"{ROOT}[test]"])
     stamp.write_text(digest)
-
-
-def _has_nvidia_gpu() -> bool:
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return gpus.is_dir() and any(gpus.iterdir())
-
-
-def _cpu_tensorflow(python: Path, pip: list[str]) -> None:
-    """With no NVIDIA GPU here, the venv's TensorFlow is its CPU build: `tensorflow-cpu` at the version the test extra
-    asks of `tensorflow` (the same release and Python code without the CUDA kernels: `import tensorflow, keras`
-    takes 3.6 CPU-s instead of 5.1 on 2 cores, measured, paid by every TensorFlow process the suite starts, and
-    0.6 GB less), with a metadata-only `tensorflow` entry standing for it (mlsubmit.images.job_envs.alias_files, as
-    in mlsubmit's image environments) so the extra's `tensorflow` and tf-keras install no second TensorFlow."""
-    extra = re.search(r"^test = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M).group(1)
-    pin = re.search(r'"tensorflow([<>=!~][^"]*)"', extra).group(1)
-    subprocess.check_call(pip + ["install", "-q", f"tensorflow-cpu{pin}"])
-    found = json.loads(subprocess.check_output([str(python), "-c", (
-        "import json, sysconfig; from importlib import metadata as m; d = m.distribution('tensorflow-cpu'); "
-        "print(json.dumps([d.version, d.requires or [], sysconfig.get_paths()['purelib']]))")], text=True))
-    version, requires, site = found
-    sys.path.insert(0, str(ROOT))
-    from mlsubmit.images.job_envs import alias_files
-
-    for relative, text in alias_files("tensorflow", version, tuple(requires), "tensorflow-cpu").items():
-        (Path(site) / relative).parent.mkdir(exist_ok=True)
-        (Path(site) / relative).write_text(text)
 
 
 def main(argv: list[str]) -> int:
