@@ -34,6 +34,14 @@ def home(tmp_path_factory):
     return tmp_path_factory.mktemp("home")
 
 
+@pytest.fixture(autouse=True)
+def _one_node(home, monkeypatch):
+    """The emulated pods run on one node and inherit this process's environment: their launcher keeps its venvs in
+    the module's home ($MLSUBMIT_HOME/launcher), as a real node keeps them from job to job, instead of building the
+    same package's venv again in each test's own home."""
+    monkeypatch.setenv("MLSUBMIT_HOME", str(home))
+
+
 def _mlsubmit(kube, home, cwd, *args, timeout=300):
     env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home), "KUBECONFIG": str(kube.kubeconfig)}
     return subprocess.run([sys.executable, "-m", "mlsubmit", *args], cwd=cwd, env=env, capture_output=True, text=True,
