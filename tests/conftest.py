@@ -19,7 +19,8 @@ os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
 # no process the suite starts outlives its test or the session; the heaviest test files are handed out first;
 # TensorFlow-only files start their processes without the venv's other frameworks (support/without_frameworks.py)
-pytest_plugins = ["support.leftovers", "support.ordering", "support.quick_tier", "support.without_frameworks"]
+pytest_plugins = ["support.leftovers", "support.ordering", "support.quick_tier", "support.temp_folder",
+                  "support.without_frameworks"]
 
 
 @pytest.fixture(scope="session")
