@@ -101,16 +101,22 @@ def pytest_sessionfinish(session, exitstatus):
     me = os.getpid()
     alive = {int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()} - {me}
     left = {pid for pid in alive if _alive(pid) and _ours(pid, temp_root)}
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     by_tests = session.config.stash.get(_LEFT_BY_TESTS, [])
     lines = [f"stopped after its test: {line}" for line in by_tests]
     lines += [f"still alive at the end of the session (now killed): {pid}: {_command(pid)[:200]}"
               for pid in sorted(left)]
     _stop(left, grace=2.0)
-    if lines:
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_sep("=", "processes the tests left behind", red=True)
-            for line in lines:
-                reporter.write_line(line)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    fail_session(session, "processes the tests left behind", lines)
+
+
+def fail_session(session, title: str, lines: list[str]) -> None:
+    """Name `lines` under `title` at the end of the run and fail it (exit status 1); nothing if there are none."""
+    if not lines:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_sep("=", title, red=True)
+        for line in lines:
+            reporter.write_line(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

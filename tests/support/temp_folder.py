@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from support.leftovers import fail_session
+
 _EXPECTED = ("__autograph_generated_file",)
 _FOLDER = pytest.StashKey[Path]()
 
@@ -60,11 +62,4 @@ def pytest_sessionfinish(session, exitstatus):
         return
     left = _left(folder) if folder.is_dir() else []
     shutil.rmtree(folder, ignore_errors=True)
-    if left:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_sep("=", "left in the temporary folder by the tests", red=True)
-            for line in left:
-                reporter.write_line(line)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    fail_session(session, "left in the temporary folder by the tests", left)
