@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.support import engine_checks as checks
-from tests.support.engine_clusters import dask_cluster, free_port
+from tests.support.engine_clusters import dask_cluster, free_port, node_home
 from tests.test_cluster_hostile import _refused, _train
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_a_job_larger_than_the_cluster_starts_nothing,
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    found = dask_cluster(tmp_path_factory.mktemp("dask"))
+    found = dask_cluster(tmp_path_factory.mktemp("dask"), node_home(tmp_path_factory))
     yield found
     found.stop()
 

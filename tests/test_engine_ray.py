@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.engine_clusters import ray_cluster
+from tests.support.engine_clusters import node_home, ray_cluster
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_a_job_larger_than_the_cluster_starts_nothing,
                                         test_a_users_trainer_unmodified, test_cancel_stops_every_replica,
@@ -22,6 +22,6 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    found = ray_cluster(tmp_path_factory.mktemp("ray"))
+    found = ray_cluster(tmp_path_factory.mktemp("ray"), node_home(tmp_path_factory))
     yield found
     found.stop()

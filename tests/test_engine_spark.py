@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.support import engine_checks as checks
-from tests.support.engine_clusters import spark_cluster, stock_python
+from tests.support.engine_clusters import node_home, spark_cluster, stock_python
 from tests.support.engine_suite import (home, test_a_failing_replica_fails_the_job_with_its_last_lines,  # noqa: F401
                                         test_cancel_stops_every_replica, tiny)
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    found = spark_cluster(tmp_path_factory.mktemp("spark"))
+    found = spark_cluster(tmp_path_factory.mktemp("spark"), node_home(tmp_path_factory))
     yield found
     found.stop()
 

@@ -79,8 +79,21 @@ class Cluster:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def node_home(tmp_path_factory) -> Path:
+    """The $MLSUBMIT_HOME of every engine test cluster's nodes in this run: the clusters all run on this one machine,
+    so their replicas' launchers share one venv cache (kept by the packages' sha256 and the node's Python, built
+    under a lock), as the nodes of one machine would: a package another engine's job installed is found installed.
+    Under xdist the workers' base temporary folders share a parent, and so do their clusters."""
+    base = tmp_path_factory.getbasetemp()
+    if base.name.startswith("popen-gw"):
+        base = base.parent
+    home = base / "engine-nodes"
+    home.mkdir(exist_ok=True)
+    return home
+
+
 def _env(home: Path) -> dict[str, str]:
-    # the clusters' replicas keep their venv cache in this module's home, not the user's
+    # the clusters' replicas keep their venv cache in the nodes' home (node_home), not the user's
     return {**os.environ, "MLSUBMIT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
 
 
@@ -100,8 +113,8 @@ def _wait(check, what: str, cluster: Cluster, log: Path, seconds: float = 120) -
     raise RuntimeError(f"{what} did not start: {log.read_text(errors='replace')[-3000:]}")
 
 
-def dask_cluster(tmp: Path, workers: int = 3) -> Cluster:
-    port, env, log = free_port(), _env(tmp / "home"), tmp / "dask.log"
+def dask_cluster(tmp: Path, nodes: Path, workers: int = 3) -> Cluster:
+    port, env, log = free_port(), _env(nodes), tmp / "dask.log"
     env["DASK_TEMPORARY_DIRECTORY"] = str(tmp / "dask-work")  # the scheduler's scratch space: not in $TMPDIR
     cluster = Cluster(f"dask://127.0.0.1:{port}")
     cluster.processes.append(_start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
@@ -114,10 +127,10 @@ def dask_cluster(tmp: Path, workers: int = 3) -> Cluster:
     return cluster
 
 
-def ray_cluster(tmp: Path, cpus: int = 3) -> Cluster:
+def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
     gcs, client, log = free_port(), free_port(), tmp / "ray.log"
     low = 20000 + (os.getpid() % 400) * 100
-    env = {**_env(tmp / "home"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**_env(nodes), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
     # Ray's session sockets must fit AF_UNIX's 107 bytes: a short directory, not the test's deep tmp path
     temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     # `ray start --block` and its gcs_server outlive SIGTERM to their group by more than 30 s (measured): the 10 s
@@ -139,12 +152,12 @@ def ray_cluster(tmp: Path, cpus: int = 3) -> Cluster:
 SMALL_JVM = {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
-def spark_cluster(tmp: Path, workers: int = 2, cores: int = 2) -> Cluster:
+def spark_cluster(tmp: Path, nodes: Path, workers: int = 2, cores: int = 2) -> Cluster:
     import pyspark
 
     home = Path(pyspark.__file__).parent
     port, log = free_port(), tmp / "spark.log"
-    env = {**_env(tmp / "home"), "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+    env = {**_env(nodes), "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(tmp / "spark-logs"), "SPARK_WORKER_DIR": str(tmp / "spark-work"),
            "PYSPARK_PYTHON": sys.executable, **SMALL_JVM}
     cluster = Cluster(f"spark://127.0.0.1:{port}", env={"SPARK_LOCAL_IP": "127.0.0.1",
