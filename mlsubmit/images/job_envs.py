@@ -28,7 +28,10 @@ the same image, the same constraints (the image's pins).
 versions agree: on an image that carries `tensorflow-cpu` 2.15.1, each environment gets a `tensorflow` 2.15.1 entry
 that installs nothing (metadata only, with the real distribution's requirements; `INSTALLER` says
 `mlsubmit-alias`), so a `tensorflow>=2.15` requirement, or tf-keras 2.15 (which requires `tensorflow`), never
-installs a second TensorFlow over the image's — 1.4 GB per edit before. A version the image does not carry is
+installs a second TensorFlow over the image's — 1.4 GB per edit before. The image's environment holds such entries
+itself (`stand_in`): its tf-keras finds `tensorflow` there, and so does everything else where it installed a CPU
+build in place of the image's distribution (mlsubmit.images.envs: tensorflow-cpu for the public image's
+`tensorflow`, xgboost-cpu for `xgboost`). A version the image does not carry is
 refused by its pins (and before that by mlsubmit.images.check). As in the cloud, a requirement that names the image's
 own distribution is satisfied by it.
 
