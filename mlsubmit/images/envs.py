@@ -253,10 +253,10 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
         return python, True
     first, then = _install_steps(image, carried)
     builds = cpu_builds(carried)
-    size = (" (torch's Linux wheel is its CUDA build: about 5 GB with the NVIDIA libraries it requires, a minute or "
-            "more)" if image.framework == "pytorch" else "")
-    size += "".join(f" ({build}: {image_name}'s CPU build)" for build, image_name in builds.items())
-    say(f"building the environment of {image.name} once: {', '.join(first + then)}{size}")
+    aside = (" (torch's Linux wheel is its CUDA build: about 5 GB with the NVIDIA libraries it requires, a minute or "
+             "more)" if image.framework == "pytorch" else "")
+    aside += "".join(f" ({build}: {image_name}'s CPU build)" for build, image_name in builds.items())
+    say(f"building the environment of {image.name} once: {', '.join(first + then)}{aside}")
     entries.remove_stale(target.parent)
     with entries.building(target.parent, f"the environment of {image.name}", prefix=".building-") as building:
         subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, text=True,

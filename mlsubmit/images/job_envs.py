@@ -92,7 +92,7 @@ def alias_files(name: str, version: str, requires: tuple[str, ...], of: str) -> 
     metadata only, with `of`'s requirements, so pip and `pip check` see `name` satisfied by it."""
     folder = f"{name.replace('-', '_')}-{version}.dist-info"
     metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-                          f"Summary: {of} {version} under the name {name} (mlsubmit: one {of} installed)",
+                          f"Summary: {name} {version} as {of} {version} (metadata only, by mlsubmit)",
                           *(f"Requires-Dist: {requirement}" for requirement in requires)]) + "\n"
     files = {f"{folder}/METADATA": metadata, f"{folder}/INSTALLER": f"{ALIAS_INSTALLER}\n"}
     files[f"{folder}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{folder}/RECORD"])
