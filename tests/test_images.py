@@ -233,3 +233,28 @@ def test_a_made_up_spelling_is_never_corrected_to_a_retired_image():
     with pytest.raises(UsageError) as raised:
         build_spec(SpecDraft(executor_image="us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py39:latest"))
     assert "tf-cpu.2-11" not in (raised.value.hint or "") and "tensorflow/tensorflow:2.21.0" in raised.value.hint
+
+
+def test_an_image_environment_installs_the_cpu_build_of_its_framework_where_the_index_has_one():
+    """Nothing here runs CUDA: the image's `tensorflow` (or `xgboost`) is installed as the CPU build of the same
+    version (tensorflow-cpu, xgboost-cpu), and what requires the image's name (tf-keras requires `tensorflow`) is
+    installed after the CPU build stands in under that name. Where the index has no CPU build at the image's version
+    (xgboost 1.6.2), the image's own distribution is installed."""
+    from mlsubmit.images.envs import Carried, _install_steps, cpu_builds
+
+    default = images.find("tensorflow/tensorflow:2.21.0")
+    carried = (Carried("tensorflow", "2.21.0", ("keras>=3.12.0",)),)
+    first, then = _install_steps(default, carried)
+    assert first[0] == "tensorflow-cpu==2.21.0" and "tensorboard~=2.21.0" in first and then == []
+    assert cpu_builds(carried) == {"tensorflow-cpu": "tensorflow"}
+
+    legacy = images.tensorflow_image("2.17")
+    carried = (Carried("tensorflow-cpu", "2.17.1", ()), Carried("tf-keras", "2.17.0", ("tensorflow<2.18,>=2.17",)))
+    first, then = _install_steps(legacy, carried)
+    assert first[0] == "tensorflow-cpu==2.17.1" and then == ["tf-keras==2.17.0"] and cpu_builds(carried) == {}
+
+    sklearn = images.find("us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest")
+    assert _install_steps(sklearn, (Carried("xgboost", "2.1.3", ("nvidia-nccl-cu12",)),))[0][0] == "xgboost-cpu==2.1.3"
+    old = images.find("us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.1-6:latest")
+    assert _install_steps(old, (Carried("xgboost", "1.6.2", ()),))[0][0] == "xgboost==1.6.2"
+    assert cpu_builds((Carried("tensorflow", "2.0.4", ()),)) == {}  # TensorFlow 2.0's `tensorflow` is CPU-only
