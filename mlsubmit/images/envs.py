@@ -242,6 +242,14 @@ def constraints(image: Image, carried) -> str:
     return "\n".join(lines) + "\n"
 
 
+def make_venv(base: Path, path: Path) -> None:
+    """`base -m venv path`, with pip. ensurepip on Python 3.7-3.9 (tf-cpu.1-15's is 3.7) leaves in the temporary
+    folder the CA bundle its pip copied out of the bundled wheel: it is given a folder of its own, removed after."""
+    with tempfile.TemporaryDirectory(prefix="mlsubmit-venv-") as scratch:
+        subprocess.run([str(base), "-m", "venv", str(path)], check=True, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TMPDIR": scratch})
+
+
 def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -> tuple[Path, bool]:
     """(the python of the image's environment, whether it was already built), held by this process (never pruned
     under it). Raises UsageError if pip fails, OperationFailed if the disk fills up (nothing is kept then)."""
@@ -259,8 +267,7 @@ def image_python(image: Image, say: Callable[[str], None] = lambda text: None) -
     say(f"building the environment of {image.name} once: {', '.join(first + then)}{aside}")
     entries.remove_stale(target.parent)
     with entries.building(target.parent, f"the environment of {image.name}", prefix=".building-") as building:
-        subprocess.run([str(base), "-m", "venv", str(building)], check=True, capture_output=True, text=True,
-                       timeout=300)
+        make_venv(base, building)
         _build(image, building / "bin" / "python", first, then)
         _check_imports(image, building / "bin" / "python")
         Path(building, IMAGE_JSON).write_text(json.dumps({"image": image.name, "packages": first + then,
