@@ -37,6 +37,9 @@ PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 FRAMEWORK = {"tensorflow", "tensorflow-cpu", "tensorflow-intel", "keras", "tf-keras", "tensorboard", "jax",
              "jaxlib", "torch", "numpy", "h5py", "matplotlib", "optuna"}
 PIP_QUIET = ["--disable-pip-version-check", "--no-input"]
+# pip's byte-compiling of every module it installs (seconds a venv) is not what these tests prove: a module is
+# compiled when it is first imported instead, as in any venv
+INSTALL = ["install", *PIP_QUIET, "-q", "--no-compile"]
 
 
 def _run(argv: list, *, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
@@ -49,9 +52,10 @@ def _names(report: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """mlsubmit's wheel, built from the checkout as a release is (pip's PEP 517 build, isolated), once a session."""
-    return mlsubmit_wheel(tmp_path_factory)
+def wheel() -> Path:
+    """mlsubmit's wheel, built from the checkout as a release is (pip's PEP 517 build, isolated), once for its
+    sources' content (support/built_wheel.py)."""
+    return mlsubmit_wheel()
 
 
 def _venv(python: str, where: Path) -> tuple[Path, str]:
@@ -69,7 +73,7 @@ def _installed(python: Path) -> dict[str, str]:
 def _core_venv(python: str, where: Path, wheel: Path) -> dict:
     """A fresh venv of `python` with its own pip, and `pip install <wheel>` in it, as a user installs."""
     venv_python, pip = _venv(python, where)
-    done = _run([venv_python, "-m", "pip", "install", *PIP_QUIET, "-q", wheel], timeout=900)
+    done = _run([venv_python, "-m", "pip", *INSTALL, wheel], timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return {"venv": where, "pip": pip, "installed": _installed(venv_python), "mlsubmit": where / "bin" / "mlsubmit"}
 
@@ -149,15 +153,14 @@ def test_the_core_packages_and_trains_a_package_here_on_the_image_environment(co
     trained = _run([venv["mlsubmit"], "train", "--local", "--job-dir", tmp_path / "job"], env=env, cwd=project,
                    timeout=900)
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
-    assert re.search(r"installed on image tensorflow/tensorflow:2\.21\.0: Python 3\.11\.\d+, tensorflow 2\.21",
+    assert re.search(r"installed on image tensorflow/tensorflow:2\.21\.0: Python 3\.11\.\d+, tensorflow(-cpu)? 2\.21",
                      trained.stdout), trained.stdout[-3000:]
     assert "SUCCEEDED" in trained.stdout and (tmp_path / "job" / "model" / "weights.json").is_file()
 
 
 def test_the_emulator_runs_from_the_core_with_its_extra(core_venvs, wheel, tmp_path, images_home):
     venv = core_venvs[max(core_venvs)]
-    done = _run([venv["venv"] / "bin" / "python", "-m", "pip", "install", *PIP_QUIET, "-q", f"{wheel}[emulator]"],
-                timeout=900)
+    done = _run([venv["venv"] / "bin" / "python", "-m", "pip", *INSTALL, f"{wheel}[emulator]"], timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     env = _user_env(tmp_path, images_home)
     process, said = start_emulator_command([str(venv["mlsubmit"]), "emulator", "--port", "0", "--gcs-port", "0"],
@@ -225,12 +228,13 @@ def test_a_tensorflow_217_venv_keeps_its_framework(core_venvs, wheel, tmp_path, 
     assert "mlsubmit" in changed and not set(changed) & set(held), {k: held[k] for k in set(changed) & set(held)}
 
 
-def test_tensorflow_217_and_the_core_resolve_together(tmp_path):
-    """`pip install tensorflow==2.17.1 mlsubmit` was ResolutionImpossible while mlsubmit pinned TensorFlow 2.21."""
+def test_tensorflow_217_and_the_core_resolve_together(wheel, tmp_path):
+    """`pip install tensorflow==2.17.1 mlsubmit` was ResolutionImpossible while mlsubmit pinned TensorFlow 2.21 (the
+    session's wheel of the checkout: the same metadata as building it again here)."""
     report = tmp_path / "report.json"
     done = _run([sys.executable, "-m", "pip", "install", *PIP_QUIET, "-q", "--dry-run", "--ignore-installed",
                  "--only-binary=:all:", "--python-version", "3.10", "--target", tmp_path / "target", "--report", report,
-                 "tensorflow==2.17.1", ROOT], timeout=600)
+                 "tensorflow==2.17.1", wheel], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     names = _names(json.loads(report.read_text()))
     assert names["tensorflow"] == "2.17.1" and names["protobuf"].startswith(("3.", "4.")), names
@@ -264,10 +268,11 @@ def test_the_metadata_declares_every_python_from_310_to_315(wheel):
 def test_pipx_and_uv_tool_installs_put_a_working_mlsubmit_on_path(wheel, tmp_path):
     """`pipx install mlsubmit` and `uv tool install mlsubmit`, the README's tool installs: each gives an `mlsubmit`
     in its own bin folder that runs, in a venv of its own with no framework."""
-    tools = tmp_path / "tools"
-    done = _run([sys.executable, "-m", "venv", tools], timeout=300)
+    tools = tmp_path / "tools"  # where pipx and uv come from is not under test: the suite's pip fills a bare venv
+    done = _run([sys.executable, "-m", "venv", "--without-pip", tools], timeout=300)
     assert done.returncode == 0, done.stderr
-    done = _run([tools / "bin" / "python", "-m", "pip", "install", *PIP_QUIET, "-q", "pipx", "uv"], timeout=600)
+    done = _run([sys.executable, "-m", "pip", "--python", tools / "bin" / "python", *INSTALL, "pipx", "uv"],
+                timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     env = {**{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
            "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "pipx-bin"),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,14 +52,6 @@ x = np.random.default_rng(0).random((7, 8, 8, 1), dtype=np.float32)
 np.save(sys.argv[1] + "/x.npy", x)
 np.save(sys.argv[1] + "/expected.npy", plain.predict_on_batch(x))
 """
-KERAS3_MODEL = """
-import sys, keras
-inputs = keras.Input((8, 8, 1))
-outputs = keras.layers.Dense(10, activation="softmax")(keras.layers.Flatten()(inputs))
-model = keras.Model(inputs, outputs)
-model.save(sys.argv[1] + "/keras3.keras")
-model.save(sys.argv[1] + "/keras3.h5")  # as the trainer writes model.h5 beside model.keras
-"""
 
 
 @dataclass(frozen=True)
@@ -89,15 +80,28 @@ def _site_packages(python: Path) -> Path:
     return Path(done.stdout.strip())
 
 
+def _keras3_model(folder: Path) -> None:
+    """A Keras 3 model saved by the suite's Keras, in this process (whose Keras the suite has imported already or
+    soon will: a process of its own would start TensorFlow once more)."""
+    import keras
+
+    inputs = keras.Input((8, 8, 1))
+    model = keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(keras.layers.Flatten()(inputs)))
+    model.save(str(folder / "keras3.keras"))
+    model.save(str(folder / "keras3.h5"))  # as the trainer writes model.h5 beside model.keras
+
+
 def _models(env_python: Path, folder: Path) -> None:
     """The Keras 2.8 models, saved by the environment's own Keras, and a Keras 3 one saved by the suite's."""
-    quiet = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = [pool.submit(_run, [python, "-I", "-c", code, folder], env=quiet)
-                for python, code in ((env_python, KERAS2_MODELS), (sys.executable, KERAS3_MODEL))]
-        for run in runs:
-            done = run.result()
-            assert done.returncode == 0, done.stderr[-3000:]
+    # -B: no bytecode of the modules TensorFlow 2.8's autograph writes to the temporary folder (-I ignores
+    # PYTHONDONTWRITEBYTECODE), which it would leave there
+    keras2 = subprocess.Popen([env_python, "-I", "-B", "-c", KERAS2_MODELS, folder], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        _keras3_model(folder)
+    finally:
+        _, err = keras2.communicate(timeout=300)
+    assert keras2.returncode == 0, err[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +116,7 @@ def user_venv(tmp_path_factory, images_home) -> UserVenv:
         patch.setenv("MLSUBMIT_IMAGES", str(images_home))
         env_python, _ = image_python(catalog.tensorflow_image("2.8"))
     root = tmp_path_factory.mktemp("keras2-user")
-    wheel = mlsubmit_wheel(tmp_path_factory)
+    wheel = mlsubmit_wheel()
     assert _run([stock.path, "-m", "venv", root / "pip"]).returncode == 0
     pip = [root / "pip" / "bin" / "python", "-m", "pip"]
     held = _frozen(pip, env_python)
