@@ -57,7 +57,7 @@ for name in ("model.keras", "model.h5"):
 def test_four_emulated_replicas_and_the_template_loads_without_emulation(tmp_path):
     job, npz = tmp_path / "job", digits_npz(tmp_path / "digits.npz")
     result = run_trainer("--job-dir", str(job), "--emulate-devices", "4", "--epochs", "1", "--batch-size", "16",
-                         "--data", str(npz), "--model", "dense")
+                         "--steps-per-epoch", "4", "--data", str(npz), "--model", "dense")  # the test set: all of it
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = read_json(job / "metrics.json")
     assert metrics["replicas"] == 4 and metrics["strategy"] == "mirrored" and metrics["global_batch"] == 64
@@ -192,7 +192,7 @@ def test_gs_job_dir_lands_every_artifact_in_the_bucket_manifest_last(gcs, tmp_pa
     client = storage_client()
     client.bucket(bucket).blob("data/digits.npz").upload_from_filename(str(npz))
     result = run_trainer("--job-dir", f"gs://{bucket}/runs/one", "--data", f"gs://{bucket}/data/digits.npz",
-                         "--epochs", "2", "--model", "mnist_convnet")
+                         "--epochs", "2", "--steps-per-epoch", "3", "--model", "mnist_convnet")  # a backup, then none
     assert result.returncode == 0, result.stderr[-2000:]
     assert not Path(ROOT, "gs:").exists()  # Keras's silent local `gs:/…` file never appears
     blobs = {b.name[len("runs/one/"):]: b for b in client.list_blobs(bucket, prefix="runs/one/")}
