@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--backends: expected some of {', '.join(BACKENDS)}, received {args.backends!r}")
     if args.json is None and not args.quick:
         args.json = "gpu_input_pipeline.json"
-    if args.quick:
-        args.batch_size = 16  # gpu_scaling.py's quick mode
-    deadline = time.monotonic() + args.budget
     bench = _scaling()
+    if args.quick:
+        args.batch_size = bench.QUICK_BATCH  # gpu_scaling.py's quick mode
+    deadline = time.monotonic() + args.budget
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="gpu-input-") as tmp:
         scratch = Path(tmp)

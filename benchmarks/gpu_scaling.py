@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -52,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"cifar10_vgg": "32x32x3", "mnist_cnn": "28x28x1"}
 MIXED = {"GPU": "mixed_float16", "CPU": "mixed_bfloat16"}
+QUICK_SAMPLES, QUICK_BATCH = 16, 4  # --quick's synthetic samples and per-replica batch
 
 # One process per backend: what it sees (device count and GPU model) and its version; JAX and torch without TF.
 PROBES = {
@@ -76,6 +78,13 @@ print(json.dumps({"gpus": n, "gpu_names": [torch.cuda.get_device_name(i) for i i
                   "version": torch.__version__}))
 """,
 }
+# --quick where no GPU can be seen: the backend's version without starting it (its distribution's, e.g. tensorflow-cpu)
+VERSION = r"""
+import importlib.metadata as m, sys
+names = sorted(m.packages_distributions().get(sys.argv[1], []), key=lambda name: (name != sys.argv[1], len(name)))
+print(m.version(names[0]) if names else "?")
+"""
+GPU_NODES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")  # NVIDIA's, ROCm's and WSL's: no backend sees a GPU without
 
 # One process per (model, variant, global batch): the trainer's pipeline alone, then plain Keras on one device, on
 # the backend KERAS_BACKEND names (tf.data on tensorflow; trainer.batches, without TensorFlow, on jax and torch).
@@ -300,22 +309,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default=None,
                    help="where the results go (default gpu_scaling.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: mnist_cnn, 64 samples, batch 16, 2 epochs, float32, XLA off, only N = 2 "
-                        "(the data-parallel path; no speedup column without N = 1)")
+                   help=f"smoke test: mnist_cnn, {QUICK_SAMPLES} samples, batch {QUICK_BATCH}, 2 epochs, float32, "
+                        "XLA off, only N = 2 (the data-parallel path; no speedup column without N = 1); on a machine "
+                        "without a GPU device node the probe does not start the backend")
     args = p.parse_args(argv)
     if args.xla is None:
         args.xla = ["off", "on"] if args.backend == "tensorflow" else ["auto"]
     if args.json is None and not args.quick:
         args.json = "gpu_scaling.json"
     if args.quick:
-        # a few small steps an epoch (each image costs mnist_cnn ~1.5 GFLOP to train on): the quick mode proves
-        # that the harness makes every column, it does not measure
-        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], 64, 16, 2
+        # 2-4 steps of a few images an epoch (each image costs mnist_cnn ~1.5 GFLOP to train on): the quick mode
+        # proves that the harness makes every column, it does not measure
+        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], QUICK_SAMPLES, QUICK_BATCH, 2
         args.precision, args.max_devices = ["float32"], min(args.max_devices or 2, 2)
         args.xla = ["off"] if args.backend == "tensorflow" else ["auto"]
     if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:
         p.error("--samples, --batch-size and --repeats must be ≥ 1 and --epochs ≥ 2 (the first epoch is left out)")
     return args
+
+
+def probe_devices(backend: str, quick: bool) -> dict:
+    """{"gpus", "gpu_names", "version"} as the backend sees them, from a process of its own; --quick on a machine
+    with no GPU device node (GPU_NODES) does not start the backend there: no GPUs, and the installed version."""
+    if quick and not any(glob.glob(pattern) for pattern in GPU_NODES):
+        return {"gpus": 0, "gpu_names": [], "version": _python(["-c", VERSION, backend]).stdout.strip()}
+    return json.loads(_python(["-c", PROBES[backend]]).stdout.strip().splitlines()[-1])
 
 
 def save(path: str | None, result) -> None:
@@ -329,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     PYTHON[:] = [args.python]
     BACKEND["KERAS_BACKEND"] = args.backend
-    probe = json.loads(_python(["-c", PROBES[args.backend]]).stdout.strip().splitlines()[-1])
+    probe = probe_devices(args.backend, args.quick)
     emulate = args.emulate_devices if args.emulate_devices is not None else (0 if probe["gpus"] else 2)
     kind = "CPU" if emulate else "GPU"
     counts = ladder(emulate or probe["gpus"], args.max_devices)

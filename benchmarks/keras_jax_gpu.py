@@ -59,12 +59,12 @@ def main() -> int:
     p.add_argument("--json", default=None,
                    help="where the results go (default keras_jax_gpu.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help="mnist_cnn only, 32 samples, batch 16, 2 epochs, float32: that it runs (any device)")
+                   help="mnist_cnn only, 8 samples, batch 4, 2 epochs, float32: that it runs (any device)")
     args = p.parse_args()
     if args.json is None and not args.quick:
         args.json = "keras_jax_gpu.json"
     if args.quick:
-        args.samples, args.epochs, args.batch_size, args.precision = 32, 2, 16, "float32"  # 2 small steps an epoch
+        args.samples, args.epochs, args.batch_size, args.precision = 8, 2, 4, "float32"  # 2 small steps an epoch
     import jax
     import keras
 

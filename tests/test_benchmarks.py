@@ -15,32 +15,35 @@ from pathlib import Path
 
 import pytest
 
-from support.quick_benchmark import run_quick
+from support.quick_benchmark import NO_FRAMEWORK, TENSORFLOW_ONLY, run_quick
 
 ROOT = Path(__file__).resolve().parent.parent
-# script and arguments -> a line its output must hold (a substring, or a pattern to search)
+# script and arguments -> (a line its output must hold: a substring, or a pattern to search; the environment it runs
+# in: support/quick_benchmark.py)
 QUICK = {
-    "cli_startup.py": "heavy imports in 'mlsubmit config --tier CUSTOM --gpus 4': none",
-    "package_stage.py": "pre-flight in a fresh venv",
-    "local_launcher.py": "| through replica.py |",
-    "test_files.py tests/test_discovery.py": "current/baseline",
-    "predict_memory.py": "2000",
-    "dry_run.py": "× the bare import",
-    "trainer_throughput.py": "[tensorflow] ratio ours/baseline:",
-    "emulator_overhead.py": "emulator overhead per job:",
-    "emulator_burst.py": "| this version (sock_diag, backlog 1024) | 50/50 |",
-    # one measured row beside its baseline, with the ratio
-    "byo_trainer.py": re.compile(r"^mlsubmit train --local, edited package \(sdist, job env\)\s+[\d.]+s\s+[\d.]+x",
-                                 re.M),
-    "submit.py": re.compile(r"^\| resubmission, unchanged package \| [\d.]+ s \| [\d.]+ s \| [\d.]+× \w+ \| ours: "
-                            r"already staged, 0 bytes sent;", re.M),
-    "install.py": "mlsubmit --help in the core's venv:",
+    "cli_startup.py": ("heavy imports in 'mlsubmit config --tier CUSTOM --gpus 4': none", None),
+    "package_stage.py": ("pre-flight in a fresh venv", None),
+    "local_launcher.py": ("| through replica.py |", None),
+    "test_files.py tests/test_discovery.py": ("current/baseline", None),
+    "predict_memory.py": ("2000", TENSORFLOW_ONLY),
+    "dry_run.py": ("× the bare import", TENSORFLOW_ONLY),
+    "trainer_throughput.py": ("[tensorflow] ratio ours/baseline:", TENSORFLOW_ONLY),
+    "emulator_overhead.py": ("emulator overhead per job:", None),
+    "emulator_burst.py": ("| this version (sock_diag, backlog 1024) | 50/50 |", None),
+    # one measured row beside its baseline, with the ratio; the package needs tabulate alone, and gcloud's two
+    # TensorFlow probes (`import tensorflow` in the python on PATH) find none, as in a Python with what it needs
+    "byo_trainer.py": (re.compile(r"^mlsubmit train --local, edited package \(sdist, job env\)\s+[\d.]+s\s+[\d.]+x",
+                                  re.M), NO_FRAMEWORK),
+    "submit.py": (re.compile(r"^\| resubmission, unchanged package \| [\d.]+ s \| [\d.]+ s \| [\d.]+× \w+ \| ours: "
+                             r"already staged, 0 bytes sent;", re.M), None),
+    "install.py": ("mlsubmit --help in the core's venv:", None),
 }
 
 
 @pytest.mark.parametrize("script", list(QUICK), ids=[s.split()[0] for s in QUICK])
 def test_each_benchmark_runs_in_its_quick_mode(script, tmp_path):
-    run_quick(script, QUICK[script], tmp_path)
+    wanted, env = QUICK[script]
+    run_quick(script, wanted, tmp_path, env)
 
 
 def test_the_sdk_comparison_says_what_it_needs_when_the_bench_extra_is_missing():
