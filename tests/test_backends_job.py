@@ -2,8 +2,8 @@
 bundled trainer on the digits under TensorFlow, JAX and PyTorch — three local jobs through `mlsubmit train --local
 --backends` — then `mlsubmit predict` ensembles the three under TensorFlow with each member's accuracy.
 
-The recipe runs once, on the smallest model (dense): what it asserts (three jobs, the table, the ensemble) does not
-depend on the architecture. The recipe's default model, mnist_convnet, trains on JAX and on torch and loads under
+The recipe runs once, on the smallest model (dense) for one epoch (0.84 test accuracy under TensorFlow, over the 0.6
+asserted): what it asserts (three jobs, the table, the ensemble) depends on neither the architecture nor the epochs. The recipe's default model, mnist_convnet, trains on JAX and on torch and loads under
 TensorFlow in tests/test_trainer_without_tensorflow.py."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_one_model_on_three_backends_then_their_accuracy_weighted_ensemble(tmp_p
     model = "dense"
     parent = tmp_path / "jobs" / "backends"
     run = subprocess.run([sys.executable, str(ROOT / "examples" / "backends_job.py"), "--job-dir", str(parent),
-                          "--model", model, "--epochs", "2"], cwd=tmp_path, capture_output=True, text=True,
+                          "--model", model, "--epochs", "1"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=400, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]
 

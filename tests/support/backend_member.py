@@ -6,7 +6,9 @@ Writes OUT_ROOT/NAME/ (model/model.keras, metrics.json with backend, backend_ver
 MANIFEST.json last through mlsubmit_runtime.artifacts.publish_dir, as trainers do) and, outside the job dir,
 OUT_ROOT/NAME.npy: the model's own predictions on DATA.npz's x_test, made in this backend. CUSTOM_NAME, when given, is a second job dir
 whose model holds a layer class defined (and registered) only in this script, which another process cannot rebuild
-(one process for both: each start of a backend costs seconds).
+(one process for both: each start of a backend costs seconds). The class is registered when that model is built, not
+when this module is imported: a process that imports it to train a plain member (the suite's own, for the TensorFlow
+member) does not learn the layer.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import numpy as np  # noqa: E402
 from mlsubmit_runtime.artifacts import publish_dir, write_json  # noqa: E402
 
 
-@keras.saving.register_keras_serializable(package="training_script")
 class Doubling(keras.layers.Layer):
     """Exists only in this script: what a user's own training code registers and `mlsubmit predict` never sees."""
 
@@ -34,11 +35,17 @@ class Doubling(keras.layers.Layer):
         return x * 2.0
 
 
+def doubling() -> Doubling:
+    """A Doubling layer, its class registered with Keras (as training code registers its layers) first."""
+    keras.saving.register_keras_serializable(package="training_script")(Doubling)
+    return Doubling()
+
+
 def tiny_model(classes: int, custom_layer: bool) -> keras.Model:
     """Conv2D and Dense, small enough to fit in a few steps."""
     layers = [keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3, activation="relu"), keras.layers.Flatten()]
     if custom_layer:
-        layers.append(Doubling())
+        layers.append(doubling())
     layers += [keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(classes, activation="softmax")]
     return keras.Sequential(layers)
 
