@@ -89,10 +89,10 @@ def _inductor(backend: str, root: Path) -> dict:
 
 
 def _keras_here_is_tensorflow() -> bool:
-    """Whether this process's Keras runs (or, imported now, would run) on TensorFlow."""
-    if "keras" in sys.modules:
-        return sys.modules["keras"].backend.backend() == "tensorflow"
-    return os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"
+    """Whether this process's Keras runs (or, imported now, would run) on TensorFlow, as $KERAS_BACKEND says."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        return False
+    return "keras" not in sys.modules or sys.modules["keras"].backend.backend() == "tensorflow"
 
 
 @pytest.fixture(scope="module")
