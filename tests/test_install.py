@@ -62,12 +62,14 @@ def _venv(python: str, where: Path) -> tuple[Path, str]:
     """A fresh `python -m venv` and the version of the pip it gave."""
     done = _run([python, "-m", "venv", where], timeout=300)
     assert done.returncode == 0, done.stderr
-    return where / "bin" / "python", _run([where / "bin" / "python", "-m", "pip", "--version"]).stdout.split()[1]
+    return where / "bin" / "python", _installed(where)["pip"]
 
 
-def _installed(python: Path) -> dict[str, str]:
-    listed = _run([python, "-m", "pip", "list", *PIP_QUIET, "--format", "json"])
-    return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(listed.stdout)}
+def _installed(venv: Path) -> dict[str, str]:
+    """What the venv holds, name -> version, from its site-packages' .dist-info folders (what `pip list` reads)."""
+    (site,) = venv.glob("lib/python3.*/site-packages")
+    return {info.name[:-len(".dist-info")].rpartition("-")[0].lower().replace("_", "-"):
+            info.name[:-len(".dist-info")].rpartition("-")[2] for info in site.glob("*.dist-info")}
 
 
 def _core_venv(python: str, where: Path, wheel: Path) -> dict:
@@ -75,7 +77,7 @@ def _core_venv(python: str, where: Path, wheel: Path) -> dict:
     venv_python, pip = _venv(python, where)
     done = _run([venv_python, "-m", "pip", *INSTALL, wheel], timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"venv": where, "pip": pip, "installed": _installed(venv_python), "mlsubmit": where / "bin" / "mlsubmit"}
+    return {"venv": where, "pip": pip, "installed": _installed(where), "mlsubmit": where / "bin" / "mlsubmit"}
 
 
 def _resolved_venv(python: str, where: Path, wheel: Path) -> dict:
