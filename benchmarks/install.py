@@ -6,7 +6,7 @@ the same pip cache: every package is installed once, untimed, to warm the cache,
 turn, so both sides meet the same cache state. Reported: the venv's size on disk, the install's wall time, and their
 ratios to the SDK's; then `mlsubmit --help`'s median wall time in the core's venv.
 
-    .venv/bin/python benchmarks/install.py [--python python3.11] [--rounds 1] [--with-tensorflow]
+    .venv/bin/python benchmarks/install.py [--python python3.11] [--rounds 1] [--with-tensorflow] [--wheel WHEEL]
 
 Goals (issue #37): the core at most 1.0x the SDK's size and time; `mlsubmit --help` at most 150 ms.
 `--quick` (the suite's) installs the core alone, untimed warm-up skipped, and checks the script runs.
@@ -66,12 +66,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="timed installs of each, medians reported")
     parser.add_argument("--with-tensorflow", action="store_true", help="also time mlsubmit[tensorflow]")
     parser.add_argument("--quick", action="store_true", help="the core alone, once: that the benchmark runs")
+    parser.add_argument("--wheel", default=None,
+                        help="mlsubmit's wheel, already built from this checkout (default: built here with pip wheel)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-install-"))
     try:
-        _run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "--no-deps", "-w",
-              work / "dist", ROOT])
-        wheel = str(next((work / "dist").glob("mlsubmit-*.whl")))
+        if args.wheel is None:
+            _run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "--no-deps", "-w",
+                  work / "dist", ROOT])
+        wheel = args.wheel or str(next((work / "dist").glob("mlsubmit-*.whl")))
         cases = {"mlsubmit (core)": wheel}
         if not args.quick:
             cases[SDK] = SDK

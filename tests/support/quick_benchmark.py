@@ -15,13 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # The environment a quick mode runs in, beside a private TMPDIR. Its processes run without the frameworks it does
 # not use (support/without_frameworks.py: as where they are not installed; when they are, TensorFlow and Keras import
 # them at start-up, 2 CPU-s a process): a TensorFlow benchmark needs none of the others, a JAX one neither TensorFlow
-# nor torch (JAX itself imports SciPy), a package that needs no framework none. JAX's XLA compiles each step with
-# LLVM's cheap passes only: on a CPU its optimisations were most of a JAX quick mode's time, and a quick mode proves
-# the harness, it does not measure.
-TENSORFLOW_ONLY = {VARIABLE: ",".join(HIDDEN)}
-JAX_ONLY = {VARIABLE: "tensorflow,torch,sklearn,pandas",
+# nor torch (JAX itself imports SciPy), a package that needs no framework none; and none calls a Google API
+# (googleapiclient, which `import tensorflow` imports where it is installed). JAX's XLA compiles each step with LLVM's
+# cheap passes only: on a CPU its optimisations were most of a JAX quick mode's time, and a quick mode proves the
+# harness, it does not measure.
+TENSORFLOW_ONLY = {VARIABLE: ",".join((*HIDDEN, "googleapiclient"))}
+JAX_ONLY = {VARIABLE: "tensorflow,torch,sklearn,pandas,googleapiclient",
             "XLA_FLAGS": "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"}
-NO_FRAMEWORK = {VARIABLE: ",".join((*HIDDEN, "tensorflow"))}
+NO_FRAMEWORK = {VARIABLE: ",".join((*HIDDEN, "tensorflow", "googleapiclient"))}
 
 
 def run_quick(script: str, wanted: str | re.Pattern, tmp_path: Path, env: dict[str, str] | None = None) -> str:
