@@ -6,8 +6,9 @@ keeps it, with its last three sessions for reading a failure. At the end what is
 named, fails the session, and is removed with it: the check sees what `ls /tmp` alone would miss (a file pip's
 certifi copied out of a zip and never removed).
 
-One thing is expected there and not reported: TensorFlow's autograph writes `__autograph_generated_file*.py` to the
-temporary folder and never removes them (it needs them for the life of the function it converted; so in the cloud).
+Two things are expected there and not reported, the frameworks' own and kept on purpose (so in the cloud):
+TensorFlow's autograph writes `__autograph_generated_file*.py` and never removes them (it needs them for the life of
+the function it converted), and torch keeps its compiler cache in `torchinductor_<user>` between runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from support.leftovers import fail_session
 
-_EXPECTED = ("__autograph_generated_file",)
+_EXPECTED = ("__autograph_generated_file", "torchinductor_")
 _FOLDER = pytest.StashKey[Path]()
 
 
