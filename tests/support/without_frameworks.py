@@ -46,7 +46,8 @@ WITHOUT_GOOGLE_API = frozenset({
 })
 # Files whose jobs each run on the Keras backend their KERAS_BACKEND names: those processes start without the other
 # backends, scikit-learn and pandas (Keras imports them at start-up where installed: 7.2 -> 5.9 CPU-s for a
-# small fit on JAX, 9.3 -> 7.7 on torch); the processes without KERAS_BACKEND (mlsubmit, the emulator) see them all.
+# small fit on JAX, 9.3 -> 7.7 on torch); the processes without KERAS_BACKEND (mlsubmit, the emulator) see every
+# backend, and none of that file's processes needs scikit-learn or pandas.
 ONE_KERAS_BACKEND = frozenset({"test_train_backends.py"})
 
 _MODULE = "_mlsubmit_test_without"
