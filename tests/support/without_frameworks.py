@@ -45,11 +45,12 @@ WITHOUT_GOOGLE_API = frozenset({
     "test_runtime_package.py",
 })
 # Files whose jobs each run on the Keras backend their KERAS_BACKEND names: those processes start without the other
-# backends, scikit-learn and pandas (Keras imports them at start-up where installed: 7.2 -> 5.9 CPU-s for a
-# small fit on JAX, 9.3 -> 7.7 on torch); the processes without KERAS_BACKEND (mlsubmit, the emulator) see every
-# backend, and none of that file's processes needs scikit-learn or pandas.
-ONE_KERAS_BACKEND = frozenset({"test_train_backends.py"})
-
+# backends (Keras imports them at start-up where installed: 7.2 -> 5.9 CPU-s for a small fit on JAX, 9.3 -> 7.7 on
+# torch), and without what else the file's processes never need (scikit-learn and pandas; the examples' backends
+# recipe writes its digits with scikit-learn); the processes without KERAS_BACKEND (mlsubmit, the emulator, the
+# recipe itself) see every backend.
+ONE_KERAS_BACKEND = {"test_train_backends.py": ("sklearn", "pandas"), "test_trainer_backends.py": ("sklearn", "pandas"),
+                     "test_backends_job.py": ()}
 _MODULE = "_mlsubmit_test_without"
 _SOURCE = '''\
 """Written by mlsubmit's test suite (tests/support/without_frameworks.py): with MLSUBMIT_TEST_WITHOUT set, the
@@ -101,7 +102,7 @@ def _without_other_frameworks(request):
     if name in FILES:
         hidden = HIDDEN + (("googleapiclient",) if name in WITHOUT_GOOGLE_API else ())
     elif name in ONE_KERAS_BACKEND:
-        hidden = ("sklearn", "pandas", "other-keras-backends")
+        hidden = (*ONE_KERAS_BACKEND[name], "other-keras-backends")
     else:
         yield
         return
