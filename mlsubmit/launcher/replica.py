@@ -634,23 +634,30 @@ def run_replica(spec, out=None, environ=None):
     previous = signal.signal(signal.SIGTERM, on_sigterm) \
         if threading.current_thread() is threading.main_thread() else None
     try:
-        env, args = replica_env(spec, role, index, environ)
-        packages = [fetch(uri, work, environ) for uri in spec.get("packages", [])]
-        python = spec.get("python") or sys.executable
-        if packages:
-            try:
-                python = installed_python(packages, spec.get("cache_dir") or default_cache_dir(environ), replica.say,
-                                          [str(r) for r in spec.get("requirements") or ()])
-            except RuntimeError as err:
-                replica.say(str(err), error=True)
-                return _finish(replica, INSTALL_FAILED)
-        replica.say(f"{replica.name} starts python -m {spec['module']} in {work}")
-        return _finish(replica, replica.run(python, args, env, work))
+        code = _launch(replica, spec, role, index, environ, work)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if not own and not spec.get("keep_workdir"):
             shutil.rmtree(work, ignore_errors=True)
+    # the exit status goes to the submitting side only once the folder is gone: an engine that ends the node's
+    # process as soon as it has every status (Ray kills its actors) would otherwise leave the folder behind
+    return _finish(replica, code)
+
+
+def _launch(replica, spec, role, index, environ, work):
+    env, args = replica_env(spec, role, index, environ)
+    packages = [fetch(uri, work, environ) for uri in spec.get("packages", [])]
+    python = spec.get("python") or sys.executable
+    if packages:
+        try:
+            python = installed_python(packages, spec.get("cache_dir") or default_cache_dir(environ), replica.say,
+                                      [str(r) for r in spec.get("requirements") or ()])
+        except RuntimeError as err:
+            replica.say(str(err), error=True)
+            return INSTALL_FAILED
+    replica.say(f"{replica.name} starts python -m {spec['module']} in {work}")
+    return replica.run(python, args, env, work)
 
 
 def _finish(replica, code):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.support import engine_checks as checks
@@ -58,5 +60,8 @@ def test_a_job_larger_than_the_cluster_starts_nothing(cluster, tmp_path, home, t
     done = checks.train(cluster, "--package-path", str(tiny), "--module-name", "tinypkg.task", "--workers", "2",
                         "--ps", "1", "--job-name", "big_job", home=home, cwd=tmp_path)
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
-    assert f"the job needs 4 replica slots on {cluster.target}, which has 3 free" in done.stderr
+    # 3 when the cluster is idle; fewer while an earlier test's replicas are still being released (Ray frees a
+    # killed actor's slot asynchronously): the count said is the cluster's at that moment
+    assert re.search(rf"the job needs 4 replica slots on {re.escape(cluster.target)}, which has [0-3] free",
+                     done.stderr), done.stderr
     assert not (home / "cluster-jobs" / "big_job").exists() and done.stdout == ""
