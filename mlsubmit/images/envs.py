@@ -10,7 +10,7 @@
   of the exact package list and the interpreter: built once (aside, renamed into place: mlsubmit.cache.entries),
   and held by the process that uses it. No CUDA image runs here: TensorFlow and torch run on the CPU, and where the
   package index has the CPU build of the image's distribution at its version (tensorflow-cpu for `tensorflow`,
-  xgboost-cpu for `xgboost`: the same code without CUDA kernels, a third of the disk, a faster import) that is what
+  xgboost-cpu for `xgboost`: the same code without CUDA kernels, 0.6-0.9 GB less per environment) that is what
   is installed, standing in under the image's name (mlsubmit.images.job_envs.stand_in), and said as the image's
   ("tensorflow 2.21.0 (its CPU build, tensorflow-cpu)": mlsubmit.images.imported).
 - `job_python(image, sdist)`: a job's environment on the image's, sharing it: the package alone, its requirements
