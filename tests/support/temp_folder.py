@@ -50,8 +50,8 @@ def _left(folder: Path) -> list[str]:
         head = ""
         if path.is_file() and not path.is_symlink():
             with open(path, "rb") as handle:
-                head = handle.read(60).decode(errors="replace").strip().splitlines()[:1]
-                head = f": {head[0]!r}" if head else ""
+                first = handle.read(60).decode(errors="replace").strip().splitlines()[:1]
+            head = f": {first[0]!r}" if first else ""
         names.append(f"{path.name} ({kind}){head}")
     return names
 
