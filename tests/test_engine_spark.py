@@ -7,6 +7,7 @@ cancel)."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -27,8 +28,15 @@ def cluster(tmp_path_factory):
 
 
 def test_the_bundled_trainer_as_chief_and_worker_in_sync(cluster, tmp_path, home):
-    """(The evaluator, a third replica like the cancel's parameter server here, follows on Dask and Ray.)"""
+    """(The evaluator, a third replica like the cancel's parameter server here, follows on Dask and Ray.) The
+    application asks for the job's 2 cores only (spark.cores.max), which the master gives it in one executor (the
+    cluster consolidates), not the cluster's 4 in two: the workers' executor launches say so."""
+    before = cluster.log.stat().st_size
     checks.check_synchronous_chief_and_worker(cluster, tmp_path, home)
+    with cluster.log.open("rb") as log:
+        log.seek(before)
+        launched = re.findall(r'"--cores" "(\d+)"', log.read().decode(errors="replace"))
+    assert launched == ["2"], launched
 
 
 def test_stock_nodes(cluster, tmp_path, home):

@@ -134,3 +134,14 @@ def test_the_engines_first_message_checks_read_bounded_answers():
     failure = bytes([8]) + struct.pack(">i", 4) + b"name" + struct.pack(">i", 2) + b"no"
     assert _answer(check_transport, struct.pack(">q", 8 + len(failure)) + failure) == "ok"  # a StreamFailure
     assert "not a frame of Spark's RPC transport" in _answer(check_transport, b"\x00" * 7 + b"\x09\x04" + b"x" * 8)
+
+
+def test_a_spark_application_asks_for_one_core_per_replica():
+    """A standalone master gives an application every free core unless it says how many it wants: a 3-replica job
+    takes 3 (the cluster's other cores stay free for others), whatever the cluster has."""
+    from mlsubmit.targets.spark import application_conf
+
+    conf = dict(application_conf("10.0.0.5:7077", 3, None))
+    assert (conf["spark.master"], conf["spark.cores.max"]) == ("spark://10.0.0.5:7077", "3")
+    assert "spark.driver.host" not in conf
+    assert dict(application_conf("127.0.0.1:7077", 1, "127.0.0.1"))["spark.driver.host"] == "127.0.0.1"

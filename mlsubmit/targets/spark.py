@@ -2,6 +2,8 @@
 one barrier stage (`rdd.barrier().mapPartitions`), so Spark starts them all at once or not at all, one per
 executor core. Each task finds a free port on its executor's host, `BarrierTaskContext.allGather` hands every task
 the addresses in partition order (= the replicas' order), and each runs the launcher in a child process.
+The application asks for exactly the cores its replicas take (`spark.cores.max`, one per replica): a standalone
+master otherwise gives an application every free core of the cluster, and the others sharing it none.
 Cancelling cancels the job group (its tasks are interrupted, their Python workers killed)."""
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ def check_transport(sock: socket.socket, deadline: float) -> None:
         raise NotTheEngine(f"it answered {head!r}, not a frame of Spark's RPC transport")
 
 _EXECUTOR_WAIT = 60.0  # seconds for the standalone master to give this application its executors
+
+
+def application_conf(address: str, replicas: int, local_ip: str | None) -> list[tuple[str, str]]:
+    """The Spark application's configuration for a job of `replicas` replicas on the master at `address`: one task
+    slot per replica (`spark.cores.max`), no web UI, no retried task or stage (a barrier stage is all or nothing)."""
+    conf = [("spark.master", f"spark://{address}"), ("spark.app.name", "mlsubmit"), ("spark.ui.enabled", "false"),
+            ("spark.cores.max", str(replicas)), ("spark.task.maxFailures", "1"),
+            ("spark.stage.maxConsecutiveAttempts", "1"), ("spark.python.worker.reuse", "false")]
+    if local_ip:
+        conf.append(("spark.driver.host", local_ip))
+    return conf
 
 
 def _barrier_task(specs: list, launcher: Any):
@@ -93,16 +106,15 @@ class SparkEngine(Engine):
         check_transport(sock, deadline)
 
     def connect(self) -> None:
+        """Imports PySpark; the application itself starts in `free_slots`, once the job's replica count (the cores
+        it asks for) is known."""
+        import pyspark  # noqa: F401 - an ImportError here is the missing extra
+
+    def _start(self, replicas: int) -> None:
         from pyspark import SparkConf, SparkContext
 
         self.log = _driver_log()
-
-        conf = (SparkConf().setMaster(f"spark://{self.address}").setAppName("mlsubmit")
-                .set("spark.ui.enabled", "false").set("spark.task.maxFailures", "1")
-                .set("spark.stage.maxConsecutiveAttempts", "1")
-                .set("spark.python.worker.reuse", "false"))
-        if os.environ.get("SPARK_LOCAL_IP"):
-            conf.set("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
+        conf = SparkConf().setAll(application_conf(self.address, replicas, os.environ.get("SPARK_LOCAL_IP")))
         try:
             with _jvm_output_to(self.log):  # the JVM's start-up lines and later logs: a file, not the terminal
                 self.context = SparkContext(conf=conf)
@@ -123,8 +135,10 @@ class SparkEngine(Engine):
             return int(self.context.defaultParallelism)
 
     def free_slots(self, need: int = 1) -> int:
-        """Task slots of the executors the master gave this application, waiting up to _EXECUTOR_WAIT seconds for
-        them to register until there are `need`."""
+        """Task slots of the executors the master gave this application, which asks for `need` cores (started here
+        on the first call), waiting up to _EXECUTOR_WAIT seconds for them to register until there are `need`."""
+        if self.context is None:
+            self._start(need)
         deadline = time.monotonic() + _EXECUTOR_WAIT
         slots = self._slots()
         while slots < need and time.monotonic() < deadline:
