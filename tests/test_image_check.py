@@ -19,8 +19,11 @@ from mlsubmit.images.interpreters import find_python
 pytest_plugins = ["support.training_emulator", "support.submit_cli"]
 IMAGE_217 = images.tensorflow_image("2.17", "cpu")
 IMAGE_311_PY37 = images.tensorflow_image("2.11", "cpu", python="3.7")
+# an index that refuses every connection. PIP_RETRIES=1 where pip is given no --retries: pip's default 5 retries of a
+# refused connection, with backoff (about 8 s a look-up here), only delay the same answer; one retry keeps the
+# warning by which mlsubmit tells an unreachable index from a missing release
 OFFLINE = {"PIP_CONFIG_FILE": "/dev/null", "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_FIND_LINKS": "",
-           "PIP_EXTRA_INDEX_URL": ""}
+           "PIP_EXTRA_INDEX_URL": "", "PIP_RETRIES": "1"}
 
 
 def _package(root, requires, code="def main():\n    return 0\n"):
@@ -198,10 +201,9 @@ def test_a_pin_with_only_a_source_distribution_for_the_images_python_is_said_bef
      "setup.cfg ([options] install_requires)"),
 ])
 def test_a_conflict_is_advised_where_the_package_declares_its_requirements(tmp_path, files, said):
+    """Where each layout declares its requirements, read from its files (no pip): the advice of pip's refusal names
+    it, as test_a_requirement_that_would_replace_the_images_tensorflow_pins_is_refused_before_upload sees end to end
+    (`mlsubmit train`, pip's resolver, "change the requirement in setup.py (REQUIRED_PACKAGES)")."""
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    with pytest.raises(UsageError) as err:
-        image_check.resolve(["protobuf<5"], images.find("tensorflow/tensorflow:2.21.0"),
-                            where=image_check.declared_in(tmp_path))
-    assert err.value.message.startswith("requirement protobuf<5 would replace the image's protobuf")
-    assert err.value.hint.startswith(f"change the requirement in {said} to one tensorflow/tensorflow:2.21.0 can take")
+    assert image_check.declared_in(tmp_path) == said

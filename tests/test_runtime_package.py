@@ -68,9 +68,12 @@ def test_the_runtime_sdist_is_reproducible_and_holds_only_the_runtime(tmp_path):
 
 
 @pytest.mark.parametrize("version", ["3.7", "3.10"])
-def test_the_runtime_installs_and_imports_on_every_python_an_image_has_with_no_framework(tmp_path, version):
+def test_the_runtime_installs_and_imports_on_every_python_an_image_has_with_no_framework(tmp_path, version,
+                                                                                         monkeypatch):
     """Legacy runtimes run Python 3.7: the runtime's sdist must install there (no Requires-Python above it, no
-    framework requirement) and its framework-free modules import."""
+    framework requirement) and its framework-free modules import. The venv is made as an image's environment is
+    (mlsubmit.images.envs.make_venv) and leaves nothing in the temporary folder: ensurepip on Python 3.7-3.9 copies
+    pip's CA bundle out of its bundled wheel into a temporary file it never removes (265,969 bytes on 3.7, measured)."""
     from support.engine_clusters import pyenv_pythons
 
     from mlsubmit.images.envs import make_venv
@@ -80,7 +83,12 @@ def test_the_runtime_installs_and_imports_on_every_python_an_image_has_with_no_f
         pytest.skip(f"no Python {version} (pyenv) on this machine")
     sdist = build_runtime(tmp_path / "dist")
     venv = tmp_path / "venv"
-    make_venv(found[0], venv)  # as an image's environment is made (ensurepip on 3.7 leaves a file in $TMPDIR)
+    outer = tmp_path / "tmp"
+    outer.mkdir()
+    with monkeypatch.context() as patch:
+        patch.setenv("TMPDIR", str(outer))
+        make_venv(found[0], venv)
+    assert list(outer.iterdir()) == []
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                            str(sdist.path)], capture_output=True, text=True, timeout=300)  # as the image's pip does
     assert done.returncode == 0, done.stderr[-2000:]
