@@ -55,10 +55,10 @@ def keras_path(wheels: str | None, scratch: Path) -> str | None:
 def one(backend: str, model: str, args, scratch: Path, env: dict, seconds: float) -> list[dict]:
     """gpu_scaling.py's rows for one backend and model on one device, or one row naming why there are none."""
     out = scratch / f"{backend}-{model}.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_scaling.py"), "--backend", backend, "--models", model,
-           "--max-devices", "1", "--precision", args.precision, "--json", str(out)]
-    cmd += ["--quick"] if args.quick else ["--samples", str(args.samples), "--epochs", str(args.epochs),
-                                           "--batch-size", str(args.batch_size)]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_scaling.py"), "--backend", backend, "--max-devices", "1",
+           "--precision", args.precision, "--json", str(out)]
+    cmd += ["--quick"] if args.quick else ["--models", model, "--samples", str(args.samples), "--epochs",
+                                           str(args.epochs), "--batch-size", str(args.batch_size)]  # quick: its model
     unmeasured = {"model": model, "precision": args.precision, "xla": "auto", "n": 1,
                   "global_batch": args.batch_size, "backend": backend}
     # its own process group: a run past the budget ends with every process it started (trainer, baseline)
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 "--quick unless given)")
     p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)} "
                                                                   "(default: both)")
-    p.add_argument("--quick", action="store_true", help="gpu_scaling.py's quick mode for each backend, mnist_cnn "
+    p.add_argument("--quick", action="store_true", help="gpu_scaling.py's quick mode for each backend, its model "
                                                         "only: that it runs (on any machine)")
     args = p.parse_args(argv)
     backends = tuple(b for b in BACKENDS if b in {part.strip() for part in args.backends.split(",")})
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         if site:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
         for backend in backends:
-            for model in MODELS[:1] if args.quick else MODELS:
+            for model in (bench.QUICK_MODEL,) if args.quick else MODELS:
                 rows += one(backend, model, args, scratch, env, deadline - time.monotonic())
                 print(f"  {backend} {model}: {rows[-1].get('trainer')} images/s {rows[-1].get('error', '')}",
                       file=sys.stderr, flush=True)

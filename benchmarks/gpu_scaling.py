@@ -52,6 +52,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"cifar10_vgg": "32x32x3", "mnist_cnn": "28x28x1"}
+# --quick's model: the trainer's small MLP on mnist_cnn's images (a convnet's tracing was a third of a quick run's CPU)
+QUICK_MODEL, QUICK_SHAPE = "dense", SHAPES["mnist_cnn"]
 MIXED = {"GPU": "mixed_float16", "CPU": "mixed_bfloat16"}
 QUICK_SAMPLES, QUICK_BATCH = 16, 4  # --quick's synthetic samples and per-replica batch
 
@@ -231,7 +233,7 @@ def run_baseline(model: str, spec: str, global_batch: int, args, precision: str,
 def measure(args, emulate: int, counts: list[int], kind: str) -> list[dict]:
     rows = []
     for model in args.models:
-        spec = f"synthetic:{SHAPES[model]}:10:{args.samples}"
+        spec = f"synthetic:{SHAPES.get(model, QUICK_SHAPE)}:10:{args.samples}"
         for precision in (MIXED[kind] if p == "mixed" else p for p in args.precision):
             for xla in args.xla:
                 for n in counts:
@@ -309,18 +311,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default=None,
                    help="where the results go (default gpu_scaling.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help=f"smoke test: mnist_cnn, {QUICK_SAMPLES} samples, batch {QUICK_BATCH}, 2 epochs, float32, "
-                        "XLA off, only N = 2 (the data-parallel path; no speedup column without N = 1); on a machine "
-                        "without a GPU device node the probe does not start the backend")
+                   help=f"smoke test: {QUICK_MODEL} ({QUICK_SHAPE}), {QUICK_SAMPLES} samples, batch {QUICK_BATCH}, "
+                        "2 epochs, float32, XLA off, only N = 2 (the data-parallel path; no speedup column without "
+                        "N = 1); on a machine without a GPU device node the probe does not start the backend")
     args = p.parse_args(argv)
     if args.xla is None:
         args.xla = ["off", "on"] if args.backend == "tensorflow" else ["auto"]
     if args.json is None and not args.quick:
         args.json = "gpu_scaling.json"
     if args.quick:
-        # 2-4 steps of a few images an epoch (each image costs mnist_cnn ~1.5 GFLOP to train on): the quick mode
-        # proves that the harness makes every column, it does not measure
-        args.models, args.samples, args.batch_size, args.epochs = ["mnist_cnn"], QUICK_SAMPLES, QUICK_BATCH, 2
+        # 2-4 steps of a few images an epoch, of the smallest model (mnist_cnn's tracing and ~1.5 GFLOP an image
+        # were a third of the run's CPU): the quick mode proves that the harness makes every column, it does not
+        # measure
+        args.models, args.samples, args.batch_size, args.epochs = [QUICK_MODEL], QUICK_SAMPLES, QUICK_BATCH, 2
         args.precision, args.max_devices = ["float32"], min(args.max_devices or 2, 2)
         args.xla = ["off"] if args.backend == "tensorflow" else ["auto"]
     if min(args.samples, args.epochs, args.batch_size, args.repeats) < 1 or args.epochs < 2:

@@ -20,6 +20,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES = {"mnist_cnn": (28, 28, 1), "cifar10_vgg": (32, 32, 3)}
+QUICK = {"dense": SHAPES["mnist_cnn"]}  # --quick's: the trainer's small MLP (a convnet's tracing would be most of it)
 
 
 def images_per_second(keras, model_name: str, shape, samples: int, batch: int, epochs: int, precision: str) -> float:
@@ -59,7 +60,7 @@ def main() -> int:
     p.add_argument("--json", default=None,
                    help="where the results go (default keras_jax_gpu.json; none with --quick unless given)")
     p.add_argument("--quick", action="store_true",
-                   help="mnist_cnn only, 8 samples, batch 4, 2 epochs, float32: that it runs (any device)")
+                   help="the dense model only, 8 samples, batch 4, 2 epochs, float32: that it runs (any device)")
     args = p.parse_args()
     if args.json is None and not args.quick:
         args.json = "keras_jax_gpu.json"
@@ -70,9 +71,7 @@ def main() -> int:
 
     device = jax.devices()[0]
     rows = []
-    for model_name, shape in SHAPES.items():
-        if args.quick and model_name != "mnist_cnn":
-            continue
+    for model_name, shape in (QUICK if args.quick else SHAPES).items():
         for precision in args.precision.split(","):
             ips = images_per_second(keras, model_name, shape, args.samples, args.batch_size, args.epochs, precision)
             rows.append({"model": model_name, "precision": precision, "images_per_second": round(ips, 1)})

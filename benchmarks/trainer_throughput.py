@@ -56,11 +56,13 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--backends", default="tensorflow", help="comma-separated Keras backends, each measured in turn")
-    p.add_argument("--quick", action="store_true", help="32 samples, batch 16, 2 epochs, one repeat: that it runs")
+    p.add_argument("--quick", action="store_true",
+                   help="the dense model, 32 samples, batch 16, 2 epochs, one repeat: that it runs")
     args = p.parse_args()
     if args.quick:
-        # 2 small steps an epoch: the harness, not a measurement
-        args.samples, args.batch_size, args.epochs, args.repeats = 32, 16, 2, 1
+        # 2 small steps an epoch of the smallest model (a convnet's tracing was a third of each process's CPU): the
+        # harness, not a measurement
+        args.model, args.samples, args.batch_size, args.epochs, args.repeats = "dense", 32, 16, 2, 1
     spec = f"synthetic:28x28x1:10:{args.samples}"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"model {args.model}, {args.samples} synthetic 28x28x1 samples, batch {args.batch_size}, "
