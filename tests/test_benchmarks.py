@@ -19,6 +19,9 @@ from support.built_wheel import mlsubmit_wheel
 from support.quick_benchmark import NO_FRAMEWORK, TENSORFLOW_ONLY, run_quick
 
 ROOT = Path(__file__).resolve().parent.parent
+# predict_memory.py's three job dirs, kept between runs beside the suite's wheels (the script keeps one set, under a
+# digest of what makes them): one TensorFlow process less a run
+KEPT_MODELS = Path.home() / ".cache" / "mlsubmit" / "test-bench-models"
 # script and arguments -> (a line its output must hold: a substring, or a pattern to search; the environment it runs
 # in: support/quick_benchmark.py)
 QUICK = {
@@ -46,6 +49,8 @@ def test_each_benchmark_runs_in_its_quick_mode(script, tmp_path):
     wanted, env = QUICK[script]
     if script == "install.py":  # it installs the wheel the suite built from this checkout (support/built_wheel.py)
         script = f"{script} --wheel {mlsubmit_wheel()}"
+    elif script == "predict_memory.py":
+        script = f"{script} --keep-models {KEPT_MODELS}"
     run_quick(script, wanted, tmp_path, env)
 
 
