@@ -88,16 +88,18 @@ def test_legacy_master_and_a_worker_train_in_sync_and_the_evaluator_follows(tmp_
 
 
 def test_parameter_servers_and_workers_train_exports_and_every_process_ends(tmp_path, env):
-    done = _train("--workers", "2", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job", "--",
+    """One worker (#41: a TensorFlow process fewer than two; what each worker does is the same, and the cluster's
+    worker indexes are tests/test_launcher.py's)."""
+    done = _train("--workers", "1", "--ps", "1", "--job-name", "ps_job", "--job-dir", "job", "--",
                   "--data", "synthetic:8x8x1:4:256", "--epochs", "1", "--batch-size", "16", "--steps-per-epoch", "3",
                   cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     _manifest_ok(tmp_path / "job")
     metrics = read_json(tmp_path / "job" / "metrics.json")
-    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 2, "ps": 1})
-    for replica in ("worker-0", "worker-1", "ps-0"):  # they stop on their own once the chief is gone
+    assert (metrics["strategy"], metrics["cluster"]) == ("parameter_server", {"chief": 1, "worker": 1, "ps": 1})
+    for replica in ("worker-0", "ps-0"):  # they stop on their own once the chief is gone
         assert f"{replica}: the chief at 127.0.0.1:" in "\n".join(_lines(done.stdout, replica))
-    assert "exit codes: chief-0 0, worker-0 0, worker-1 0, ps-0 0" in done.stdout
+    assert "exit codes: chief-0 0, worker-0 0, ps-0 0" in done.stdout
 
 
 def test_gpus_on_a_machine_without_them_runs_the_mirrored_path_on_emulated_devices(tmp_path, env):

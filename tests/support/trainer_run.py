@@ -46,15 +46,19 @@ def manifest_lists_exactly_the_files(job) -> set[str]:
     return listed
 
 
-def loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics) -> None:
-    """model.keras (safe mode) in this process, on Keras's TensorFlow backend: same test loss and accuracy."""
+def loads_under_tensorflow_with_the_recorded_test_metrics(job, npz, metrics, formats=("model.keras",),
+                                                           tolerance: float = 1e-4) -> None:
+    """Each of `formats` (model.keras in safe mode) in this process, on Keras's TensorFlow backend: the same test
+    accuracy, and the test loss within `tolerance`."""
     import keras
 
     assert keras.backend.backend() == "tensorflow"
     with np.load(npz) as data:
         x, y = data["x_test"].astype("float32")[..., None] / 255.0, data["y_test"]
-    model = keras.models.load_model(str(job / "model" / "model.keras"), safe_mode=True, compile=False)
-    p = model.predict(x, verbose=0)
-    loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))))
-    assert abs(loss - metrics["test_loss"]) < 1e-4
-    assert float(np.mean(p.argmax(1) == y)) == pytest.approx(metrics["test_accuracy"])
+    for name in formats:
+        safe = {"safe_mode": True} if name.endswith(".keras") else {}
+        model = keras.models.load_model(str(job / "model" / name), compile=False, **safe)
+        p = model.predict(x, verbose=0)
+        loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))))
+        assert abs(loss - metrics["test_loss"]) < tolerance, name
+        assert float(np.mean(p.argmax(1) == y)) == pytest.approx(metrics["test_accuracy"]), name
