@@ -94,13 +94,10 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
     applied = _kubectl(kube, "apply", "-f", str(tmp_path / "job.yaml"))
     assert applied.returncode == 0, applied.stderr
     assert "job.batch/user-job-chief created" in applied.stdout and "service/user-job created" in applied.stdout
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        state = _kubectl(kube, "get", "job", "user-job-chief", "-o", "jsonpath={.status.conditions[*].type}").stdout
-        if "Complete" in state or "Failed" in state:
-            break
-        time.sleep(1)
-    assert "Complete" in state
+    # kubectl wait watches the Job (the emulator serves watch=true as the API server does) until it is Complete
+    waited = _kubectl(kube, "wait", "--for=condition=Complete", "job/user-job-chief", "--timeout=120s", timeout=130)
+    assert waited.returncode == 0 and "condition met" in waited.stdout, waited.stdout + waited.stderr + _kubectl(
+        kube, "get", "job", "user-job-chief", "-o", "jsonpath={.status.conditions}").stdout
     config.load_kube_config(config_file=str(kube.kubeconfig))
     core = client.CoreV1Api()
     pods = core.list_namespaced_pod("default", label_selector="mlsubmit.dev/job=user-job,mlsubmit.dev/role=worker")
@@ -287,13 +284,10 @@ def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout.replace("backoffLimit: 0", "backoffLimit: 1"))
     assert _kubectl(kube, "apply", "-f", str(tmp_path / "job.yaml")).returncode == 0
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        reason = _kubectl(kube, "get", "job", "backoff-job-chief", "-o",
-                          "jsonpath={.status.conditions[?(@.type=='Failed')].reason}").stdout
-        if reason:
-            break
-        time.sleep(0.5)
+    waited = _kubectl(kube, "wait", "--for=condition=Failed", "job/backoff-job-chief", "--timeout=60s", timeout=70)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    reason = _kubectl(kube, "get", "job", "backoff-job-chief", "-o",
+                      "jsonpath={.status.conditions[?(@.type=='Failed')].reason}").stdout
     assert reason == "BackoffLimitExceeded"
     pods = _kubectl(kube, "get", "pods", "-l", "job-name=backoff-job-chief", "-o",
                     "jsonpath={.items[*].status.containerStatuses[0].state.terminated.exitCode}")

@@ -192,6 +192,7 @@ def _request(head: str, body: bytes = b"", token: str | None = None) -> bytes:
     ("gzip body", 415, "UnsupportedMediaType", "unknown format"),
     ("bad labelSelector", 400, "BadRequest", "unable to parse requirement"),
     ("bad list chunk size (limit)", 400, "BadRequest", "invalid value for limit"),
+    ("bad watch timeout", 400, "BadRequest", "invalid value for timeoutSeconds"),
 ])
 def test_whatever_arrives_on_the_wire_gets_a_status(kube, case, code, reason, words):
     token, post = kube.token, f"POST {JOBS} HTTP/1.1\r\nHost: k\r\nContent-Type: application/json\r\n"
@@ -206,6 +207,7 @@ def test_whatever_arrives_on_the_wire_gets_a_status(kube, case, code, reason, wo
         "gzip body": _request(post + "Content-Encoding: gzip\r\nContent-Length: 2\r\n", b"\x1f\x8b", token),
         "bad labelSelector": _request(f"GET {JOBS}?labelSelector=%3Dx HTTP/1.1\r\nHost: k\r\n", b"", token),
         "bad list chunk size (limit)": _request(f"GET {JOBS}?limit=ten HTTP/1.1\r\nHost: k\r\n", b"", token),
+        "bad watch timeout": _request(f"GET {JOBS}?watch=true&timeoutSeconds=-1 HTTP/1.1\r\nHost: k\r\n", b"", token),
     }[case]
     before = set(kube.store.objects)
     status, answer = exchange(kube, data)
@@ -453,3 +455,26 @@ def test_a_config_map_kubernetes_would_refuse_is_refused_before_sending():
                   "data": {"replica.py": "x" * (1024 * 1024 + 1)}}
     with pytest.raises(UsageError, match="'big-launcher' would hold 1048577 bytes; Kubernetes takes at most 1048576"):
         validate.validate([config_map])
+
+
+def test_a_watch_from_a_lists_version_streams_each_change_then_ends_at_its_timeout(kube):
+    """The official client's Watch (kubectl's `get -w` and `wait` watch the same way): what changed after the list's
+    resourceVersion, one event a change, as it happens; the stream ends at timeoutSeconds."""
+    from kubernetes import client, config, watch
+
+    config.load_kube_config(config_file=str(kube.kubeconfig))
+    core = client.CoreV1Api()
+    listed = core.list_namespaced_config_map("default", label_selector="watched=yes")
+    made = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "watched", "labels": {"watched": "yes"}},
+            "data": {"seen": "0"}}
+    assert call(kube, "POST", CONFIGMAPS, made)[0] == 201
+    next_step = {"ADDED": lambda: call(kube, "PATCH", f"{CONFIGMAPS}/watched", {"data": {"seen": "1"}},
+                                       content_type="application/merge-patch+json"),
+                 "MODIFIED": lambda: call(kube, "DELETE", f"{CONFIGMAPS}/watched"), "DELETED": lambda: (200, {})}
+    started, events = time.monotonic(), []
+    for event in watch.Watch().stream(core.list_namespaced_config_map, "default", label_selector="watched=yes",
+                                      timeout_seconds=3, resource_version=listed.metadata.resource_version):
+        events.append((event["type"], event["object"].data["seen"]))
+        assert next_step[event["type"]]()[0] == 200
+    assert events == [("ADDED", "0"), ("MODIFIED", "1"), ("DELETED", "1")]
+    assert 2.5 < time.monotonic() - started < 15 and ("configmaps", "default", "watched") not in kube.store.objects

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import secrets
+import select
 import shutil
 import tempfile
 import threading
@@ -31,7 +32,7 @@ import time
 import uuid
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
 from mlsubmit.emulator import (kube_admission, kube_jobs, kube_jobset, kube_openapi, kube_pods, kube_tfjob, kube_wire,
@@ -51,6 +52,8 @@ _PATH = re.compile(r"^(?P<prefix>/api/v1|/apis/batch/v1|/apis/jobset\.x-k8s\.io/
 
 
 _now = kube_jobs.now
+WATCH_SECONDS = 1800  # a watch without timeoutSeconds ends after this, as kube-apiserver's --min-request-timeout
+WATCH_POLL = 0.2  # how often a watch looks for changes (the objects change in place, from the controllers' threads)
 _OWNED = ("jobs", "jobsets", "tfjobs")  # kinds a controller runs: their spec cannot change once created
 _TERM = re.compile(r"\s*(?P<not>!)?\s*(?P<key>[A-Za-z0-9][-A-Za-z0-9_./]*)\s*"  # one requirement of a labelSelector
                    r"(?:(?P<op>==|=|!=)\s*(?P<value>[-A-Za-z0-9_.]*)|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?"
@@ -95,6 +98,14 @@ def _matches(labels: dict[str, str], requirements: list[tuple[str, str, tuple[st
     return True
 
 
+def _gone(handler: Any) -> bool:
+    """Whether a watch's client closed its connection (it sends nothing more after its request, until it goes)."""
+    try:
+        return bool(select.select([handler.connection], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch (a strategic merge patch is applied the same way: lists are replaced)."""
     if not isinstance(patch, dict):
@@ -117,6 +128,7 @@ class Store(kube_jobs.JobController):
         self.pods: dict[tuple[str, str], kube_pods.Pod] = {}
         self.lock = threading.RLock()
         self.version = 1
+        self._seen: dict[str, str] = {}  # uid: the object's content (less its resourceVersion) a watch last saw
         self.jobsets = kube_jobset.Controller(self)
         self.tfjobs = kube_tfjob.Controller(self)
         self.add("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"},
@@ -138,6 +150,22 @@ class Store(kube_jobs.JobController):
         with self.lock:
             return [o for (p, n, _), o in self.objects.items() if p == plural and (ns is None or n == ns)
                     and _matches(o["metadata"].get("labels", {}), requirements)]
+
+    def stamped(self, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """(resourceVersion, JSON) of each object, after a new resourceVersion for any whose content changed since a
+        watch last saw it: the controllers here write status in place, and the API server gives every write one."""
+        found = []
+        with self.lock:
+            for obj in objects:
+                meta = obj["metadata"]
+                content = json.dumps({**obj, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}},
+                                     sort_keys=True)
+                if self._seen.setdefault(meta["uid"], content) != content:
+                    self.version += 1
+                    meta["resourceVersion"] = str(self.version)
+                    self._seen[meta["uid"]] = content
+                found.append((meta["resourceVersion"], json.dumps(obj)))
+        return found
 
     def stop(self) -> None:
         for runner in list(self.pods.values()):
@@ -174,6 +202,7 @@ class KubeServer(ThreadingHTTPServer):
     def __init__(self, port: int = 0, host: str = "127.0.0.1"):
         super().__init__((host, port), _Handler)
         self.forbid = False
+        self.closed = threading.Event()  # set by stop(): open watches end
         self.serve_jobsets = True  # False: a cluster without the JobSet controller
         self.serve_tfjobs = True  # False: a cluster without the Training Operator
         self.read_timeout = kube_wire.read_timeout()
@@ -207,6 +236,7 @@ class KubeServer(ThreadingHTTPServer):
         return self
 
     def stop(self) -> None:
+        self.closed.set()
         self.shutdown()
         self.server_close()
         self.store.stop()
@@ -280,12 +310,17 @@ class KubeServer(ThreadingHTTPServer):
         limit = query.get("limit", "0")
         if not limit.isdigit():  # kubectl's --chunk-size; every item is sent in one answer
             raise ApiStatus(400, f'invalid value for limit: "{limit[:40]}": a whole number >= 0')
-        items = self.store.items(plural, ns, query.get("labelSelector", ""))
         field = query.get("fieldSelector", "")
-        if field.startswith("metadata.name="):
-            items = [i for i in items if i["metadata"]["name"] == field.split("=", 1)[1]]
+
+        def current() -> list[dict[str, Any]]:
+            items = self.store.items(plural, ns, query.get("labelSelector", ""))
+            if field.startswith("metadata.name="):
+                items = [i for i in items if i["metadata"]["name"] == field.split("=", 1)[1]]
+            return items
+
+        items = current()
         if query.get("watch") in ("true", "1"):
-            return self._watch(handler, items, query)
+            return self._watch(handler, current, query)
         handler.send_json(200, {"kind": f"{kind}List", "apiVersion": group_version,
                                 "metadata": {"resourceVersion": str(self.store.version)}, "items": items})
 
@@ -361,9 +396,47 @@ class KubeServer(ThreadingHTTPServer):
             store.pods.pop((ns, name), None) if plural == "pods" else None
         handler.send_json(200, obj)  # as the API server answers a delete: the object as it was
 
-    def _watch(self, handler: _Handler, items: list[dict[str, Any]], query: dict[str, str]) -> None:
-        lines = b"".join(json.dumps({"type": "ADDED", "object": i}).encode() + b"\n" for i in items)
-        handler.send_json(200, lines, "application/json")
+    def _watch(self, handler: _Handler, current: Callable[[], list[dict[str, Any]]], query: dict[str, str]) -> None:
+        """A watch as kube-apiserver serves it: one JSON event a line, `{"type": "ADDED"|"MODIFIED"|"DELETED",
+        "object": …}`, in a chunked answer. Without resourceVersion (or with "0") an ADDED for every object there
+        first; with one (a list's), only what changed after it. It ends after timeoutSeconds (else 30 min), when the
+        client goes, or when the server stops; the client then lists or watches again from the last resourceVersion."""
+        timeout, since = query.get("timeoutSeconds", ""), query.get("resourceVersion", "") or "0"
+        for parameter, value in (("timeoutSeconds", timeout), ("resourceVersion", since)):
+            if value and not value.isdigit():
+                raise ApiStatus(400, f'invalid value for {parameter}: "{value[:40]}": a whole number >= 0')
+        deadline = time.monotonic() + (int(timeout) if timeout else WATCH_SECONDS)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        sent: dict[tuple[str, str], tuple[str, str]] = {}  # (namespace, name): (resourceVersion, JSON) last sent
+        first = True
+        while True:
+            try:
+                now = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in current()}
+                versions = dict(zip(now, self.store.stamped(list(now.values()))))
+            except RuntimeError:  # a controller changed an object while it was read: read it again
+                continue
+            events = [("DELETED", sent.pop(key)[1]) for key in [k for k in sent if k not in now]]
+            for key, (version, text) in versions.items():
+                if key not in sent and not (first and int(version) <= int(since)):
+                    events.append(("ADDED", text))
+                elif key in sent and sent[key][0] != version:
+                    events.append(("MODIFIED", text))
+                sent[key] = (version, text)
+            first = False
+            data = b"".join(b'{"type": "%s", "object": %s}\n' % (kind.encode(), text.encode()) for kind, text in events)
+            try:
+                if data:
+                    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    handler.wfile.flush()
+                if self.closed.wait(WATCH_POLL) or time.monotonic() > deadline or _gone(handler):
+                    break
+            except OSError:  # the client went
+                handler.close_connection = True
+                return
+        handler.wfile.write(b"0\r\n\r\n")
 
     def _log(self, handler: _Handler, ns: str, name: str, query: dict[str, str]) -> None:
         runner = self.store.pods.get((ns, name))

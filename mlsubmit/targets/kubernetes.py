@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlsubmit.errors import UsageError
-from mlsubmit.kube import manifests
+from mlsubmit.kube import manifests, rest
 
 CONNECT_SECONDS = 10
 GRACE_SECONDS = 30
@@ -90,7 +90,8 @@ def refusal_text(err: Any) -> str:
 
 
 class Cluster:
-    """The API clients for one kubeconfig context and namespace."""
+    """The API clients for one kubeconfig context and namespace: core and batch objects as dicts (mlsubmit.kube.rest),
+    custom objects through the client's CustomObjectsApi."""
 
     def __init__(self, context: str | None, namespace: str):
         try:
@@ -104,7 +105,7 @@ class Cluster:
         api = client.ApiClient(configuration)
         self.where = f"kubernetes:{context or 'current context'} ({configuration.host})"
         self.namespace = namespace
-        self.core, self.batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        self.rest = rest.Rest(api)
         self.custom, self.apis = client.CustomObjectsApi(api), client.ApisApi(api)
 
     def call(self, verb: str, resource: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -138,7 +139,7 @@ class Cluster:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.call("get", "namespaces", self.core.read_namespace, self.namespace)
+            self.call("get", "namespaces", self.rest.get, "namespaces", self.namespace)
         except ApiException as err:
             if err.status == 404:
                 raise UsageError(f"namespace {self.namespace!r} does not exist on {self.where}",
@@ -180,9 +181,7 @@ class Cluster:
         return found
 
 
-_CREATE = {"ConfigMap": ("core", "create_namespaced_config_map", "read_namespaced_config_map", "configmaps"),
-           "Service": ("core", "create_namespaced_service", "read_namespaced_service", "services"),
-           "Job": ("batch", "create_namespaced_job", "read_namespaced_job", "jobs")}
+_PLURAL = {"ConfigMap": "configmaps", "Service": "services", "Job": "jobs"}
 
 
 def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
@@ -191,8 +190,7 @@ def create_once(cluster: Cluster, objects: list[dict[str, Any]]) -> bool:
 
     request = objects[0]["metadata"]["labels"][manifests.REQUEST_LABEL]
     selector = f"{manifests.REQUEST_LABEL}={request}"
-    if cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
-                    label_selector=selector).items:
+    if cluster.call("list", "jobs", cluster.rest.list, "jobs", cluster.namespace, label_selector=selector)["items"]:
         return True
     if any(o["kind"] in CUSTOM for o in objects) and cluster.owners(selector):
         return True
@@ -216,8 +214,8 @@ def _create(cluster: Cluster, obj: dict[str, Any]) -> None:
         cluster.call("create", plural, cluster.custom.create_namespaced_custom_object, group, version,
                      cluster.namespace, plural, obj)
         return
-    api, create, _, resource = _CREATE[obj["kind"]]
-    cluster.call("create", resource, getattr(getattr(cluster, api), create), cluster.namespace, obj)
+    plural = _PLURAL[obj["kind"]]
+    cluster.call("create", plural, cluster.rest.create, plural, cluster.namespace, obj)
 
 
 def _labels_there(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
@@ -227,54 +225,50 @@ def _labels_there(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
         there = cluster.call("get", plural, cluster.custom.get_namespaced_custom_object, group, version,
                              cluster.namespace, plural, name)
         return there["metadata"].get("labels") or {}
-    api, _, read, resource = _CREATE[obj["kind"]]
-    there = cluster.call("get", resource, getattr(getattr(cluster, api), read), name, cluster.namespace)
-    return there.metadata.labels or {}
+    plural = _PLURAL[obj["kind"]]
+    there = cluster.call("get", plural, cluster.rest.get, plural, name, cluster.namespace)
+    return there["metadata"].get("labels") or {}
 
 
 def delete_job(cluster: Cluster, name: str) -> int:
     """Delete every object of job `name` (foreground: pods first); the number of objects deleted."""
-    from kubernetes import client
-
     selector = f"{manifests.JOB_LABEL}={name}"
-    body = client.V1DeleteOptions(propagation_policy="Foreground")
     count = 0
     for owner in cluster.owners(selector):  # first: its operator's Jobs and pods go with it
         group, version, plural = CUSTOM[owner["kind"]]
         cluster.call("delete", plural, cluster.custom.delete_namespaced_custom_object, group, version,
-                     cluster.namespace, plural, owner["metadata"]["name"], body=body)
+                     cluster.namespace, plural, owner["metadata"]["name"], propagation_policy="Foreground")
         count += 1
-    for job in cluster.call("list", "jobs", cluster.batch.list_namespaced_job, cluster.namespace,
-                            label_selector=selector).items:
-        cluster.call("delete", "jobs", cluster.batch.delete_namespaced_job, job.metadata.name, cluster.namespace,
-                     body=body)
-        count += 1
-    for kind, lister, deleter in (("services", "list_namespaced_service", "delete_namespaced_service"),
-                                  ("configmaps", "list_namespaced_config_map", "delete_namespaced_config_map")):
-        for item in cluster.call("list", kind, getattr(cluster.core, lister), cluster.namespace,
-                                 label_selector=selector).items:
-            cluster.call("delete", kind, getattr(cluster.core, deleter), item.metadata.name, cluster.namespace)
+    for kind in ("jobs", "services", "configmaps"):
+        for item in cluster.call("list", kind, cluster.rest.list, kind, cluster.namespace,
+                                 label_selector=selector)["items"]:
+            cluster.call("delete", kind, cluster.rest.delete, kind, item["metadata"]["name"], cluster.namespace,
+                         propagation="Foreground" if kind == "jobs" else None)
             count += 1
     return count
 
 
-def job_state(jobs: list[Any], owners: list[dict[str, Any]] | None = None) -> tuple[str, str]:
+def conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return (obj.get("status") or {}).get("conditions") or []
+
+
+def job_state(jobs: list[dict[str, Any]], owners: list[dict[str, Any]] | None = None) -> tuple[str, str]:
     """(state, reason) of a job: from its JobSet's or TFJob's conditions when it has one (Completed or Succeeded,
     Failed), else from its Jobs' conditions: RUNNING, SUCCEEDED (the chief's Job Complete), FAILED."""
     if owners:
         owner = owners[0]
-        for condition in (owner.get("status") or {}).get("conditions") or []:
+        for condition in conditions(owner):
             if condition.get("status") == "True" and condition.get("type") in ("Completed", "Succeeded", "Failed"):
                 state = "FAILED" if condition["type"] == "Failed" else "SUCCEEDED"
                 why = condition.get("message") or condition["type"]
                 return state, f"{owner['kind']} {owner['metadata']['name']}: {why}"
         return "RUNNING", ""
     for job in jobs:
-        for condition in job.status.conditions or []:
-            if condition.type == "Failed" and condition.status == "True":
-                return "FAILED", f"{job.metadata.name}: {condition.message or condition.reason}"
-    chief = [j for j in jobs if (j.metadata.labels or {}).get(manifests.ROLE_LABEL) == "chief"]
-    if chief and any(c.type == "Complete" and c.status == "True" for c in chief[0].status.conditions or []):
+        for condition in conditions(job):
+            if condition.get("type") == "Failed" and condition.get("status") == "True":
+                return "FAILED", f"{job['metadata']['name']}: {condition.get('message') or condition.get('reason')}"
+    chief = [j for j in jobs if (j["metadata"].get("labels") or {}).get(manifests.ROLE_LABEL) == "chief"]
+    if chief and any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions(chief[0])):
         return "SUCCEEDED", "the chief finished"
     if not jobs:
         return "CANCELLED", "the job's objects were deleted"
@@ -294,12 +288,12 @@ class _Logs:
         self.cluster, self.say = cluster, say
         self.threads: dict[str, threading.Thread] = {}
 
-    def follow(self, pods: list[Any]) -> None:
+    def follow(self, pods: list[dict[str, Any]]) -> None:
         for pod in pods:
-            name = pod.metadata.name
+            name = pod["metadata"]["name"]
             if name in self.threads:
                 continue
-            labels = pod.metadata.labels or {}
+            labels = pod["metadata"].get("labels") or {}
             index = replica_index(labels)
             replica = f"{labels.get(manifests.ROLE_LABEL, '?')}-{index}"
             thread = threading.Thread(target=self._stream, args=(name, replica), daemon=True)
@@ -312,8 +306,7 @@ class _Logs:
         prefix = f"[{replica}]"
         for _ in range(120):
             try:
-                response = self.cluster.core.read_namespaced_pod_log(pod, self.cluster.namespace, follow=True,
-                                                                     _preload_content=False)
+                response = self.cluster.rest.log(pod, self.cluster.namespace, follow=True)
                 break
             except ApiException as err:
                 if err.status != 400:  # 400: the container is still waiting to start
@@ -347,9 +340,9 @@ def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: t
         if cancelled.is_set():
             delete_job(cluster, name)
             return KubeOutcome(name, "CANCELLED", time.monotonic() - started, "cancelled")
-        logs.follow(cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items)
+        logs.follow(cluster.rest.list("pods", cluster.namespace, label_selector=selector)["items"])
         owners = cluster.owners(selector) if k8s_api != "job" else None
-        state, reason = job_state(cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items,
+        state, reason = job_state(cluster.rest.list("jobs", cluster.namespace, label_selector=selector)["items"],
                                   owners)
         if owners == [] and state == "RUNNING":
             state, reason = "CANCELLED", "the job's objects were deleted"
@@ -358,8 +351,8 @@ def follow(cluster: Cluster, name: str, say: Callable[[str], None], cancelled: t
     if state == "SUCCEEDED":
         deadline = time.monotonic() + GRACE_SECONDS
         while time.monotonic() < deadline:
-            jobs = cluster.batch.list_namespaced_job(cluster.namespace, label_selector=selector).items
-            if all(any(c.status == "True" and c.type in ("Complete", "Failed") for c in j.status.conditions or [])
+            jobs = cluster.rest.list("jobs", cluster.namespace, label_selector=selector)["items"]
+            if all(any(c.get("status") == "True" and c.get("type") in ("Complete", "Failed") for c in conditions(j))
                    for j in jobs):
                 break
             time.sleep(0.5)

@@ -26,8 +26,9 @@ def _namespace(context: str | None) -> str:
     return ((chosen or {}).get("context") or {}).get("namespace") or "default"
 
 
-def _time(value: Any) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+def _time(value: str | None) -> str | None:
+    """An RFC 3339 time as the API server sends it (`2026-12-07T14:00:00Z`, already the form shown), or None."""
+    return value or None
 
 
 class KubeJobs:
@@ -41,22 +42,24 @@ class KubeJobs:
     def resolve(self, job: str) -> str:
         return manifests.kube_name(job.strip())
 
-    def _jobs(self, selector: str) -> list[Any]:
-        return self.cluster.call("list", "jobs", self.cluster.batch.list_namespaced_job, self.cluster.namespace,
-                                 label_selector=selector).items
+    def _jobs(self, selector: str) -> list[dict[str, Any]]:
+        return self.cluster.call("list", "jobs", self.cluster.rest.list, "jobs", self.cluster.namespace,
+                                 label_selector=selector)["items"]
 
-    def _status(self, name: str, jobs: list[Any], jobsets: list[dict[str, Any]]) -> JobStatus:
+    def _status(self, name: str, jobs: list[dict[str, Any]], jobsets: list[dict[str, Any]]) -> JobStatus:
         state, reason = kube.job_state(jobs, jobsets)
-        if state == "RUNNING" and not any((j.status.active or 0) for j in jobs):
-            state = "PENDING" if not any(j.status.start_time for j in jobs) else state
-        roles = [(j.metadata.labels or {}).get(manifests.ROLE_LABEL, "?") for j in jobs]
-        pools = tuple(PoolSummary(role, j.spec.completions or 1, "pod") for role, j in zip(roles, jobs))
-        starts = [j.status.start_time for j in jobs if j.status.start_time]
-        ends = [j.status.completion_time for j in jobs if j.status.completion_time]
-        created = min((j.metadata.creation_timestamp for j in jobs), default=None)
+        status = [j.get("status") or {} for j in jobs]
+        if state == "RUNNING" and not any(s.get("active") for s in status):
+            state = "PENDING" if not any(s.get("startTime") for s in status) else state
+        roles = [(j["metadata"].get("labels") or {}).get(manifests.ROLE_LABEL, "?") for j in jobs]
+        pools = tuple(PoolSummary(role, (j.get("spec") or {}).get("completions") or 1, "pod")
+                      for role, j in zip(roles, jobs))
+        starts = [s["startTime"] for s in status if s.get("startTime")]
+        ends = [s["completionTime"] for s in status if s.get("completionTime")]
+        created = min((j["metadata"].get("creationTimestamp") or "" for j in jobs), default=None)
         created_at = _time(created)
-        labels = dict(jobs[0].metadata.labels or {}) if jobs else {}
-        details: dict[str, Any] = {"jobs": [j.metadata.name for j in jobs]}
+        labels = dict(jobs[0]["metadata"].get("labels") or {}) if jobs else {}
+        details: dict[str, Any] = {"jobs": [j["metadata"]["name"] for j in jobs]}
         if jobsets:  # the JobSet (or TFJob) is the job: its labels, its creation time, its restarts
             meta = jobsets[0]["metadata"]
             labels, created_at = dict(meta.get("labels") or {}), meta.get("creationTimestamp") or created_at
@@ -79,9 +82,9 @@ class KubeJobs:
 
     def list(self, state: str | None = None, limit: int = 20, *, filter: str | None = None) -> list[JobStatus]:
         wanted = check_state(state) if state else None
-        by_name: dict[str, list[Any]] = {}
+        by_name: dict[str, list[dict[str, Any]]] = {}
         for job in self._jobs(manifests.JOB_LABEL):
-            by_name.setdefault(job.metadata.labels[manifests.JOB_LABEL], []).append(job)
+            by_name.setdefault(job["metadata"]["labels"][manifests.JOB_LABEL], []).append(job)
         jobsets: dict[str, list[dict[str, Any]]] = {}
         for jobset in self.cluster.owners(manifests.JOB_LABEL):
             jobsets.setdefault(jobset["metadata"]["labels"][manifests.JOB_LABEL], []).append(jobset)
@@ -100,17 +103,17 @@ class KubeJobs:
         return dataclasses.replace(status, state="CANCELLED", api_state="CANCELLED")
 
     def logs(self, status: JobStatus, *, since: str | None = None, task: str | None = None) -> list[LogEntry]:
-        pods = self.cluster.call("list", "pods", self.cluster.core.list_namespaced_pod, self.cluster.namespace,
-                                 label_selector=f"{manifests.JOB_LABEL}={status.job_id}").items
+        pods = self.cluster.call("list", "pods", self.cluster.rest.list, "pods", self.cluster.namespace,
+                                 label_selector=f"{manifests.JOB_LABEL}={status.job_id}")["items"]
         found = []
         for pod in pods:
-            labels = pod.metadata.labels or {}
+            labels = pod["metadata"].get("labels") or {}
             replica = f"{labels.get(manifests.ROLE_LABEL)}-{kube.replica_index(labels)}"
             if task is not None and task != replica:
                 continue
-            text = self.cluster.call("get", "pods/log", self.cluster.core.read_namespaced_pod_log,
-                                     pod.metadata.name, self.cluster.namespace)
-            stamp = _time(pod.metadata.creation_timestamp) or ""
+            text = self.cluster.call("get", "pods/log", self.cluster.rest.log, pod["metadata"]["name"],
+                                     self.cluster.namespace)
+            stamp = _time(pod["metadata"].get("creationTimestamp")) or ""
             for i, line in enumerate(text.splitlines()):
                 found.append(LogEntry(f"{replica}-{i:09d}", stamp, replica, "DEFAULT", line))
         return found
