@@ -1,4 +1,5 @@
-"""`mlsubmit train --target dask://…` on a real Dask scheduler with three worker processes on 127.0.0.1.
+"""`mlsubmit train --target dask://…` on a real Dask scheduler with three workers (no nannies) on
+127.0.0.1.
 
 The bundled trainer runs here once, as chief + worker + parameter server writing to a gs:// job dir; its
 multi-worker sync training with an evaluator beside it runs on Ray (tests/test_engine_ray.py), the sync training on

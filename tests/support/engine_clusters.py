@@ -115,14 +115,20 @@ def _wait(check, what: str, cluster: Cluster, log: Path, seconds: float = 120) -
 
 
 def dask_cluster(tmp: Path, nodes: Path, workers: int = 3) -> Cluster:
+    """A scheduler and `workers` workers of one thread each, each its own process without a nanny (`dask worker
+    --no-nanny`: each replica's launcher is a child process of its task all the same) and without the statistical
+    profiler that feeds the dashboard they do not have: the idle cluster costs half the CPU (measured: 1.5 CPU-s in
+    20 s, against 2.9 with a nanny per worker and the profiler)."""
     port, env, log = free_port(), _env(nodes), tmp / "dask.log"
     env["DASK_TEMPORARY_DIRECTORY"] = str(tmp / "dask-work")  # the scheduler's scratch space: not in $TMPDIR
+    env["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
     cluster = Cluster(f"dask://127.0.0.1:{port}")
     cluster.processes.append(_start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                      "--no-dashboard"], log, env))
-    cluster.processes.append(_start([str(BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--nworkers",
-                                     str(workers), "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
-                                     "--local-directory", str(tmp / "dask-work")], log, env))
+    for _ in range(workers):
+        cluster.processes.append(_start([str(BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--nthreads", "1",
+                                         "--no-nanny", "--host", "127.0.0.1", "--no-dashboard", "--local-directory",
+                                         str(tmp / "dask-work")], log, env))
     _wait(lambda: log.read_text(errors="replace").count("Registered to:") >= workers, "the Dask cluster", cluster,
           log)
     return cluster
