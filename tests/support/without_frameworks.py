@@ -38,11 +38,11 @@ FILES = frozenset({
     "test_submit_train.py", "test_cost_preemption.py", "test_tuning_submit.py", "test_jobs_cli.py",
     "test_jobs_follow.py", "test_kube_cluster.py", "test_container_command.py", "test_submit_idempotent.py",
     "test_capacity.py", "test_predict_ensemble.py", "test_engine_spark.py", "test_engine_dask.py",
-    "test_engine_ray.py", "test_runtime_package.py",
+    "test_engine_ray.py", "test_runtime_package.py", "test_byo_trainers.py", "test_gpu_scaling.py",
 })
 WITHOUT_GOOGLE_API = frozenset({
     "test_trainer_training.py", "test_local_training.py", "test_trainer_hostile.py", "test_chatter.py",
-    "test_runtime_package.py",
+    "test_runtime_package.py", "test_gpu_scaling.py",
 })
 # Files whose jobs each run on the Keras backend their KERAS_BACKEND names: those processes start without the other
 # backends (Keras imports them at start-up where installed: 7.2 -> 5.9 CPU-s for a small fit on JAX, 9.3 -> 7.7 on
