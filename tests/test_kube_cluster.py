@@ -34,6 +34,25 @@ def home(tmp_path_factory):
     return tmp_path_factory.mktemp("home")
 
 
+EXIT_TASK = "import sys\nprint('exits with', sys.argv[-1], flush=True)\nsys.exit(int(sys.argv[-1]))\n"
+TUNED_TASK = "from tinypkg.sub import model\n\nprint('reports with', model.REPORTER.__module__, flush=True)\n"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """One tiny package (no TensorFlow) for every test of the module that runs no training, each test choosing its
+    module: the launcher on the module's node builds its venv once (3-4 CPU-s of pip a package) instead of once for
+    each variant. tinypkg.task is engine_checks.TASK, tinypkg.exits exits with the code its last argument names,
+    tinypkg.tuned imports cloudml-hypertune (which the image carries) in another module, declared nowhere."""
+    from tests.support.engine_checks import tiny_project
+
+    package = tiny_project(tmp_path_factory.mktemp("tiny"))
+    (package / "exits.py").write_text(EXIT_TASK)
+    (package / "sub" / "model.py").write_text("import hypertune\n\nREPORTER = hypertune.HyperTune\n")
+    (package / "tuned.py").write_text(TUNED_TASK)
+    return package
+
+
 @pytest.fixture(autouse=True)
 def _one_node(home, monkeypatch):
     """The emulated pods run on one node and inherit this process's environment: their launcher keeps its venvs in
@@ -118,10 +137,8 @@ def test_a_users_trainer_through_kubectl_apply_and_the_python_client(kube, home,
     assert _kubectl(kube, "get", "pods", "-l", "mlsubmit.dev/job=user-job", "-o", "name").stdout.strip() == ""
 
 
-def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path):
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tiny")
+def test_cancel_deletes_every_pod_and_process(kube, home, tmp_path, tiny):
+    package = tiny
     env = {**os.environ, "NO_COLOR": "1", "MLSUBMIT_HOME": str(home), "KUBECONFIG": str(kube.kubeconfig)}
     job = subprocess.Popen([sys.executable, "-m", "mlsubmit", "train", "--target", "kubernetes", "--package-path",
                             str(package), "--module-name", "tinypkg.task", "--ps", "1", "--workers", "1",
@@ -192,10 +209,7 @@ def test_bad_input_is_one_line_and_creates_nothing(kube, home, tmp_path, case):
     assert kube.store.objects.keys() == before.keys()
 
 
-def _tiny_train(kube, home, tmp_path, name, *more, trainer_args=()):
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tiny")
+def _tiny_train(kube, home, tmp_path, package, name, *more, trainer_args=()):
     return _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path",
                      str(package), "--module-name", "tinypkg.task", "--job-name", name, *more, "--", *trainer_args)
 
@@ -204,8 +218,8 @@ def _left(kube, name):
     return sorted((kind, n) for kind, _, n in kube.store.objects if n.startswith(name) and kind != "configmaps")
 
 
-def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home, tmp_path):
-    done = _tiny_train(kube, home, tmp_path, "js-fail", "--workers", "1", "--max-restarts", "1",
+def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home, tmp_path, tiny):
+    done = _tiny_train(kube, home, tmp_path, tiny, "js-fail", "--workers", "1", "--max-restarts", "1",
                        trainer_args=["--fail"])
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]
     assert lines(done.stdout, "worker-0").count("the worker fails on purpose") == 2  # the first run and one restart
@@ -213,17 +227,14 @@ def test_a_failing_jobset_is_recreated_max_restarts_times_then_fails(kube, home,
     assert _left(kube, "js-fail") == [] and not job_processes("js-fail")  # a failed job is deleted
     # a plain Indexed Job has no restarts to give: one line, nothing made
     refused = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path",
-                        str(tmp_path / "tiny" / "tinypkg"), "--module-name", "tinypkg.task", "--job-name", "js-no",
+                        str(tiny), "--module-name", "tinypkg.task", "--job-name", "js-no",
                         "--max-restarts", "2")
     assert refused.returncode == 2 and "--max-restarts" in refused.stderr and "--k8s-api jobset" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not _left(kube, "js-no")
 
 
-def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home, tmp_path):
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tiny")
-    sdist = _sdist(package, tmp_path / "dist")
+def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home, tmp_path, tiny):
+    sdist = _sdist(tiny, tmp_path / "dist")
     made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--k8s-api", "jobset", "--tier",
                      "CUSTOM", "--workers", "1", "--module-name", "tinypkg.task", "--job-name", "js-cancel",
                      "--package-uris", str(sdist), "--", "--forever")
@@ -249,13 +260,8 @@ def test_a_jobset_through_kubectl_apply_then_cancelled_leaves_nothing(kube, home
     assert not job_processes("js-cancel")
 
 
-EXIT_TASK = "import sys\nprint('exits with', sys.argv[-1], flush=True)\nsys.exit(int(sys.argv[-1]))\n"
-
-
-def test_a_job_past_active_deadline_seconds_fails_and_its_pods_are_killed(kube, home, tmp_path):
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tiny")
+def test_a_job_past_active_deadline_seconds_fails_and_its_pods_are_killed(kube, home, tmp_path, tiny):
+    package = tiny
     started = time.monotonic()
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
                      "--module-name", "tinypkg.task", "--workers", "1", "--job-name", "late-job", "--max-runtime",
@@ -266,20 +272,16 @@ def test_a_job_past_active_deadline_seconds_fails_and_its_pods_are_killed(kube, 
     assert not job_processes("late-job") and not _left(kube, "late-job")
 
 
-def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_limit(kube, home, tmp_path):
-    from tests.support.tiny_package import make_project
-
-    package = make_project(tmp_path / "exits", task=EXIT_TASK)
-    (tmp_path / "exits" / "setup.py").write_text((tmp_path / "exits" / "setup.py").read_text().replace(
-        '["requests>=2", "numpy"]', "[]"))
+def test_pod_failure_policy_fails_the_job_at_once_or_counts_against_the_backoff_limit(kube, home, tmp_path, tiny):
+    package = tiny
     # exit code 3 (the launcher's "could not install") matches mlsubmit's FailJob rule: failed at once, one line why
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
-                     "--module-name", "tinypkg.task", "--job-name", "pfp-job", "--", "3")
+                     "--module-name", "tinypkg.exits", "--job-name", "pfp-job", "--", "3")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
     assert "failed with exit code 3 matching FailJob rule at index 1" in done.stderr
     # any other code counts against backoffLimit: with 1, the index gets one more pod, then BackoffLimitExceeded
     made = _mlsubmit(kube, home, tmp_path, "config", "--format", "kubernetes", "--tier", "BASIC", "--module-name",
-                     "tinypkg.task", "--job-name", "backoff-job", "--package-uris",
+                     "tinypkg.exits", "--job-name", "backoff-job", "--package-uris",
                      str(_sdist(package, tmp_path / "dist")), "--", "7")
     assert made.returncode == 0, made.stderr
     (tmp_path / "job.yaml").write_text(made.stdout.replace("backoffLimit: 0", "backoffLimit: 1"))
@@ -315,13 +317,11 @@ def test_kubectl_strict_validation_refuses_unknown_fields_as_kube_apiserver_does
     assert not [k for k in kube.store.objects if k[2].startswith("strict-job")]
 
 
-def test_a_chief_worker_and_parameter_server_as_a_jobset_end_with_the_chief(kube, home, tmp_path):
+def test_a_chief_worker_and_parameter_server_as_a_jobset_end_with_the_chief(kube, home, tmp_path, tiny):
     """The parameter-server layout as a JobSet, on the tiny package (the bundled trainer's parameter-server training
     runs on Dask, tests/test_engine_dask.py, and with `train --local`): every replica runs with its place in
     TF_CONFIG, and the chief's success ends the JobSet while the worker and the parameter server still run."""
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tiny")
+    package = tiny
     train = ["train", "--target", "kubernetes", "--k8s-api", "jobset", "--package-path", str(package),
              "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name", "ps-job", "--", "--meet"]
     done = _mlsubmit(kube, home, tmp_path, *train)
@@ -344,10 +344,8 @@ def test_a_chief_worker_and_parameter_server_as_a_jobset_end_with_the_chief(kube
     assert json.loads(described.stdout)["state"] == "SUCCEEDED", described.stderr
 
 
-def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home, tmp_path):
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tiny")
+def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home, tmp_path, tiny):
+    package = tiny
     done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--k8s-api", "tfjob", "--package-path",
                      str(package), "--module-name", "tinypkg.task", "--workers", "1", "--ps", "1", "--job-name",
                      "tf-job", "--", "--meet")  # the chief ends once the worker and the parameter server have run
@@ -365,19 +363,13 @@ def test_a_tfjob_gets_the_operators_tf_config_and_ends_with_its_chief(kube, home
     assert cancelled.returncode == 2 and "already ended (SUCCEEDED)" in cancelled.stderr
 
 
-def test_a_pod_gets_the_images_listed_package_its_trainer_imports_in_another_module(kube, home, tmp_path):
+def test_a_pod_gets_the_images_listed_package_its_trainer_imports_in_another_module(kube, home, tmp_path, tiny):
     """cloudml-hypertune, which the image carried, imported by a module other than the entry point and declared
     nowhere: the launcher spec the pods mount asks for it before the package (as the Vertex AI container's command
     does), and the trainer runs. (This machine's Python, which the emulated pods start from, has it too: the spec is
     what a real cluster's pods would go by.)"""
-    from tests.support.engine_checks import tiny_project
-
-    package = tiny_project(tmp_path / "tuned")
-    (package / "sub" / "model.py").write_text("import hypertune\n\nREPORTER = hypertune.HyperTune\n")
-    (package / "task.py").write_text("from tinypkg.sub import model\n\n"
-                                     "print('reports with', model.REPORTER.__module__, flush=True)\n")
-    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(package),
-                     "--module-name", "tinypkg.task", "--job-name", "tuned-job")
+    done = _mlsubmit(kube, home, tmp_path, "train", "--target", "kubernetes", "--package-path", str(tiny),
+                     "--module-name", "tinypkg.tuned", "--job-name", "tuned-job")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert any(line.startswith("reports with hypertune") for line in lines(done.stdout, "chief-0")), \
         done.stdout[-3000:]
