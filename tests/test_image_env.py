@@ -179,21 +179,6 @@ def test_a_plain_python3_m_venv_install_with_its_pip_23_runs_on_the_image(tmp_pa
     assert "iris_trainer: scikit-learn 1.6.1, numpy 1.26.4, Python 3.10" in done.stdout, done.stdout
 
 
-def test_the_28_image_environment_gets_a_numpy_1_and_imports_tensorflow(images_home):
-    """TensorFlow 2.8's metadata says numpy>=1.20 only: numpy 2 broke `import tensorflow` in its environment. The
-    table caps it, and an environment is put in place only once its framework imports."""
-    from mlsubmit.images import catalog as images
-    from mlsubmit.images.envs import image_python
-
-    python, _ = image_python(images.tensorflow_image("2.8"))
-    assert python.is_relative_to(images_home / "tf-cpu.2-8.py310")
-    done = subprocess.run([str(python), "-I", "-c", "import numpy, tensorflow as tf; print(tf.__version__, "
-                           "numpy.__version__)"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    tensorflow, numpy = done.stdout.split()
-    assert tensorflow.startswith("2.8.") and numpy.startswith("1.") and int(numpy.split(".")[1]) < 24
-
-
 def test_the_legacy_115_runtime_environment_imports_tensorflow_and_says_its_versions(images_home):
     """TensorFlow 1.15 declares protobuf>=3.6.1 unbounded; protobuf 4 breaks its `import tensorflow` (a gcloud legacy
     1.15 job died there before the trainer's code). The table caps it; the environment runs the image's Python 3.7."""

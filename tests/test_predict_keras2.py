@@ -67,11 +67,11 @@ def _run(argv: list, *, timeout: float = 300, **kwargs) -> subprocess.CompletedP
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def _frozen(pip: list, python: Path) -> dict[str, str]:
-    done = _run([*pip, "--python", python, "freeze", *PIP_QUIET])
-    assert done.returncode == 0, done.stderr
-    return {line.split("==")[0].lower().replace("_", "-"): line.split("==")[1]
-            for line in done.stdout.splitlines() if "==" in line}
+def _frozen(site: Path) -> dict[str, str]:
+    """What an environment holds, name -> version, from its site-packages' .dist-info folders: what `pip freeze`
+    reads (without a pip process started twice, in the user's interpreter and the environment's, 2 CPU-s a look)."""
+    return {info.name[:-len(".dist-info")].rpartition("-")[0].lower().replace("_", "-"):
+            info.name[:-len(".dist-info")].rpartition("-")[2] for info in site.glob("*.dist-info")}
 
 
 def _site_packages(python: Path) -> Path:
@@ -119,12 +119,17 @@ def user_venv(tmp_path_factory, images_home) -> UserVenv:
     wheel = mlsubmit_wheel()
     assert _run([stock.path, "-m", "venv", root / "pip"]).returncode == 0
     pip = [root / "pip" / "bin" / "python", "-m", "pip"]
-    held = _frozen(pip, env_python)
+    env_site = _site_packages(env_python)
+    held = _frozen(env_site)
     assert (held["tensorflow-cpu"], held["keras"], held["protobuf"][:2]) == ("2.8.4", "2.8.0", "3."), held
+    # TensorFlow 2.8's metadata says numpy>=1.20 only, and numpy 2 broke its `import tensorflow`: the image's table
+    # caps numpy below 1.24 (the environment imports TensorFlow 2.8 below, where the Keras 2.8 models are saved)
+    assert env_python.is_relative_to(images_home / "tf-cpu.2-8.py310"), env_python
+    assert held["numpy"].startswith("1.") and int(held["numpy"].split(".")[1]) < 24, held
 
     user = root / "venv"
     assert _run([env_python, "-m", "venv", "--without-pip", user]).returncode == 0
-    (_site_packages(user / "bin" / "python") / "tensorflow_2_8.pth").write_text(f"{_site_packages(env_python)}\n")
+    (_site_packages(user / "bin" / "python") / "tensorflow_2_8.pth").write_text(f"{env_site}\n")
     constraints = root / "constraints.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in held.items()))
     (root / "models").mkdir()
@@ -134,7 +139,7 @@ def user_venv(tmp_path_factory, images_home) -> UserVenv:
         _models(env_python, root / "models")
         done = install.result()
     assert done.returncode == 0, done.stderr[-3000:]
-    assert _frozen(pip, env_python) == held  # the environment under the venv is as it was
+    assert _frozen(env_site) == held  # the environment under the venv is as it was
     return UserVenv(user / "bin" / "python", env_python, held, root / "models", pip)
 
 
