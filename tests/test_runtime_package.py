@@ -67,13 +67,17 @@ def test_the_runtime_sdist_is_reproducible_and_holds_only_the_runtime(tmp_path):
     assert "Name: mlsubmit-runtime" in pkg_info
 
 
-@pytest.mark.parametrize("version", ["3.7", "3.10"])
+@pytest.mark.parametrize("version", ["3.7"])
 def test_the_runtime_installs_and_imports_on_every_python_an_image_has_with_no_framework(tmp_path, version,
                                                                                          monkeypatch):
-    """Legacy runtimes run Python 3.7: the runtime's sdist must install there (no Requires-Python above it, no
-    framework requirement) and its framework-free modules import. The venv is made as an image's environment is
-    (mlsubmit.images.envs.make_venv) and leaves nothing in the temporary folder: ensurepip on Python 3.7-3.9 copies
-    pip's CA bundle out of its bundled wheel into a temporary file it never removes (265,969 bytes on 3.7, measured)."""
+    """Legacy runtimes run Python 3.7, the oldest an image has: the runtime's sdist must install there (no
+    Requires-Python above it, no framework requirement) and its framework-free modules import. The newer ones: 3.11
+    is this suite's own (test_the_runtime_imports_no_tensorflow_keras_or_google_client_when_imported), and on 3.10
+    pip installs the sdist into the job's environment on tf-cpu.2-17.py310, where the bundled trainer imports it
+    (test_image_env.py::test_bundled_trainer_on_the_default_public_image_and_keras2_on_the_217_image_install_cleanly).
+    The venv is made as an image's environment is (mlsubmit.images.envs.make_venv) and leaves nothing in the
+    temporary folder: ensurepip on Python 3.7-3.9 copies pip's CA bundle out of its bundled wheel into a temporary
+    file it never removes (265,969 bytes on 3.7, measured)."""
     from support.engine_clusters import pyenv_pythons
 
     from mlsubmit.images.envs import make_venv
