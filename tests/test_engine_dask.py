@@ -86,6 +86,6 @@ def test_job_names_that_would_leave_the_record_directory_are_refused(cluster, ti
         sleeper.wait()
 
     done, _ = _train(cluster.target, home, tmp_path, "--package-path", str(tiny), "--module-name", "tinypkg.task",
-                     "--job-name", "run.1-ok")
+                     "--job-name", "run.1-ok", "--", "--meet", "--at-once")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert json.loads((home / "cluster-jobs" / "run.1-ok" / "job.json").read_text())["state"] == "SUCCEEDED"

@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TRAINERS = ROOT / "tests" / "fixtures" / "trainers"
 
-# A tiny package (no TensorFlow): the chief listens on its address for a while, the others run until stopped.
-# With --meet the others first connect to the chief's address, and the chief waits for all of them before its
-# while: every replica has run before the chief ends, however late the engine starts them.
+# A tiny package (no TensorFlow): the chief listens on its address for a while (3 s; with --at-once none), the others
+# run until stopped. With --meet the others first connect to the chief's address, and the chief waits for all of
+# them before its while: every replica has run before the chief ends, however late the engine starts them.
 TASK = '''\
 import json, os, socket, sys, time
 cfg = json.loads(os.environ["TF_CONFIG"])
@@ -35,7 +35,7 @@ if task["type"] == "chief":
     server.listen()
     peers = [server.accept()[0] for role, tasks in cfg["cluster"].items() if role != "chief" for _ in tasks] \\
         if "--meet" in sys.argv else []
-    time.sleep(3600 if "--forever" in sys.argv else 3)
+    time.sleep(3600 if "--forever" in sys.argv else 0 if "--at-once" in sys.argv else 3)
     print("chief done", flush=True)
 else:
     while "--meet" in sys.argv:
@@ -302,9 +302,9 @@ def check_tuning(cluster, tmp: Path, home: Path) -> None:
 def check_max_runtime(cluster, tmp: Path, home: Path, package: Path) -> None:
     """--max-runtime: the job fails once it has run that long, and every replica is stopped."""
     done = train(cluster, "--package-path", str(package), "--module-name", "tinypkg.task", "--workers", "1",
-                 "--max-runtime", "12s", "--job-name", "slow_job", "--", "--forever", home=home, cwd=tmp)
+                 "--max-runtime", "8s", "--job-name", "slow_job", "--", "--forever", home=home, cwd=tmp)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
-    assert "job slow_job failed: the job ran past its --max-runtime of 12 s and every replica was stopped" \
+    assert "job slow_job failed: the job ran past its --max-runtime of 8 s and every replica was stopped" \
         in done.stderr
     assert "role chief 0" in done.stdout and "role worker 0" in done.stdout  # both ran until they were stopped
     deadline = time.monotonic() + 20
