@@ -138,6 +138,8 @@ def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
     gcs, client, log = free_port(), free_port(), tmp / "ray.log"
     low = 20000 + (os.getpid() % 400) * 100
     env = {**_env(nodes), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    # no log monitor: it forwards the workers' output to drivers, and mlsubmit's driver takes none (log_to_driver=False;
+    # the replicas' lines come through the job's control connection)
     # Ray's session sockets must fit AF_UNIX's 107 bytes: a short directory, not the test's deep tmp path
     temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     # `ray start --block` and its gcs_server outlive SIGTERM to their group by more than 30 s (measured): the 10 s
@@ -147,7 +149,7 @@ def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
                                      f"--port={gcs}", f"--ray-client-server-port={client}",
                                      f"--min-worker-port={low}", f"--max-worker-port={low + 99}",
                                      f"--num-cpus={cpus}", f"--temp-dir={temp}", "--include-dashboard=false",
-                                     "--disable-usage-stats"], log, env))
+                                     "--include-log-monitor=false", "--disable-usage-stats"], log, env))
     _wait(lambda: "will now block forever" in log.read_text(errors="replace"), "the Ray head", cluster, log)
     return cluster
 
