@@ -2,7 +2,8 @@
 discovery (/version, /api, /apis, /api/v1, /apis/batch/v1), namespaces (`default` exists), ConfigMaps, Services,
 batch/v1 Jobs (create, get, list by labelSelector, delete with propagationPolicy), jobset.x-k8s.io/v1alpha2 JobSets
 (the same verbs; their controller is mlsubmit.emulator.kube_jobset), kubeflow.org/v1 TFJobs (the Training Operator:
-mlsubmit.emulator.kube_tfjob), Pods (list, get, `log` with follow), OpenAPI v3 (mlsubmit.emulator.kube_openapi). The
+mlsubmit.emulator.kube_tfjob), Pods (list, get, `log` with follow), a watch of any list (`watch=true`: `kubectl get -w`,
+`kubectl wait`, the client's Watch), OpenAPI v3 (mlsubmit.emulator.kube_openapi). The
 Job controller is mlsubmit.emulator.kube_jobs; pods run as local processes (mlsubmit.emulator.kube_pods).
 
 A Job's pods run their command on this machine, so the API answers only to the bearer token the server makes at
