@@ -302,9 +302,9 @@ def check_tuning(cluster, tmp: Path, home: Path) -> None:
 def check_max_runtime(cluster, tmp: Path, home: Path, package: Path) -> None:
     """--max-runtime: the job fails once it has run that long, and every replica is stopped."""
     done = train(cluster, "--package-path", str(package), "--module-name", "tinypkg.task", "--workers", "1",
-                 "--max-runtime", "8s", "--job-name", "slow_job", "--", "--forever", home=home, cwd=tmp)
+                 "--max-runtime", "12s", "--job-name", "slow_job", "--", "--forever", home=home, cwd=tmp)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr
-    assert "job slow_job failed: the job ran past its --max-runtime of 8 s and every replica was stopped" \
+    assert "job slow_job failed: the job ran past its --max-runtime of 12 s and every replica was stopped" \
         in done.stderr
     assert "role chief 0" in done.stdout and "role worker 0" in done.stdout  # both ran until they were stopped
     deadline = time.monotonic() + 20
