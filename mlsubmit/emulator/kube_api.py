@@ -407,10 +407,7 @@ class KubeServer(ThreadingHTTPServer):
             if value and not value.isdigit():
                 raise ApiStatus(400, f'invalid value for {parameter}: "{value[:40]}": a whole number >= 0')
         deadline = time.monotonic() + (int(timeout) if timeout else WATCH_SECONDS)
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
+        handler.start_chunked("application/json")
         sent: dict[tuple[str, str], tuple[str, str]] = {}  # (namespace, name): (resourceVersion, JSON) last sent
         first = True
         while True:
@@ -429,15 +426,13 @@ class KubeServer(ThreadingHTTPServer):
             first = False
             data = b"".join(b'{"type": "%s", "object": %s}\n' % (kind.encode(), text.encode()) for kind, text in events)
             try:
-                if data:
-                    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    handler.wfile.flush()
+                handler.send_chunk(data)
                 if self.closed.wait(WATCH_POLL) or time.monotonic() > deadline or _gone(handler):
                     break
             except OSError:  # the client went
                 handler.close_connection = True
                 return
-        handler.wfile.write(b"0\r\n\r\n")
+        handler.end_chunked()
 
     def _log(self, handler: _Handler, ns: str, name: str, query: dict[str, str]) -> None:
         runner = self.store.pods.get((ns, name))
@@ -445,19 +440,14 @@ class KubeServer(ThreadingHTTPServer):
             return handler.send_json(200, b"", "text/plain")
         if query.get("follow") not in ("true", "1"):
             return handler.send_json(200, bytes(runner.log), "text/plain")
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/plain")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
+        handler.start_chunked("text/plain")
         sent = 0
         while True:
             finished = runner.done.is_set()
             data = bytes(runner.log[sent:])
-            if data:
-                handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                handler.wfile.flush()
-                sent += len(data)
+            handler.send_chunk(data)
+            sent += len(data)
             if finished:
                 break
             time.sleep(0.1)
-        handler.wfile.write(b"0\r\n\r\n")
+        handler.end_chunked()

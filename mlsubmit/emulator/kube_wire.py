@@ -230,6 +230,21 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, code: int, body: Any, content_type: str = "application/json") -> None:
         respond(self, code, body if isinstance(body, bytes) else json.dumps(body).encode(), content_type)
 
+    def start_chunked(self, content_type: str) -> None:
+        """A 200 answer whose body follows in chunks (`send_chunk`, then `end_chunked`): a log or a watch."""
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def send_chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    def end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+
     def _authorized(self) -> bool:
         given = self.headers.get("Authorization", "")
         scheme, _, token = given.partition(" ")
