@@ -1,9 +1,9 @@
 """Heaviest test files first, so the xdist workers finish together.
 
 `dev.py test` runs three workers on 2 cores, each taking whole files (`--dist loadfile`). xdist hands files out in
-collection order (with `--no-loadscope-reorder`; its default orders by test count, which put the few-test, minute-long engine
-files last and left one worker alone for minutes at the end). Handing out the longest files first is the
-longest-processing-time rule, which keeps the workers within about one small file of each other.
+collection order (with `--no-loadscope-reorder`; its default orders by test count, which put the few-test,
+minute-long engine files last and left one worker alone for minutes at the end). Handing out the longest files first
+is the longest-processing-time rule, which keeps the workers within about one small file of each other.
 
 The weights are each file's seconds (setup + call + teardown, summed) from a measured run of the whole suite on a
 2-core machine; a file missing from the table counts as light. Refresh them after a measured run:
