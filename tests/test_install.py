@@ -134,6 +134,21 @@ def test_the_core_installs_on_every_python_here_with_no_framework_and_its_comman
     assert {"train", "config", "package", "predict", "emulator", "jobs", "cache"} <= {p[0] for p in helped if p}
 
 
+def test_on_the_oldest_python_a_package_trains_in_the_users_own_environment(core_venvs, tmp_path, images_home):
+    """`train --local` without image environments (MLSUBMIT_IMAGE_ENV=0: the user's own Python) reads the sdist's
+    pyproject.toml to decide how to install it: on Python 3.10, which has no tomllib, through tomli (this failed with
+    ModuleNotFoundError: No module named 'tomllib' until 2026-12-07)."""
+    from support.tiny_package import make_project
+
+    venv = core_venvs[min(core_venvs)]
+    package = make_project(tmp_path / "project")
+    env = {**_user_env(tmp_path, images_home), "MLSUBMIT_IMAGE_ENV": "0"}
+    trained = _run([venv["mlsubmit"], "train", "--local", "--package-path", package, "--module-name",
+                    f"{package.name}.task", "--", "--job-dir", tmp_path / "job"], env=env, cwd=tmp_path, timeout=600)
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    assert "SUCCEEDED" in trained.stdout and trained.stderr == "", trained.stdout[-2000:] + trained.stderr[-2000:]
+
+
 def test_the_core_packages_and_trains_a_package_here_on_the_image_environment(core_venvs, tmp_path, images_home):
     venv = core_venvs[min(core_venvs)]  # the oldest Python, with the oldest pip
     project = shutil.copytree(FIXTURES / "vertex_strict", tmp_path / "project")

@@ -82,11 +82,11 @@ def build_system(project_dir: Path) -> dict:
     table: dict = {}
     pyproject = project_dir / "pyproject.toml"
     if pyproject.is_file():
-        import tomllib
+        from mlsubmit.packaging.toml import TOMLDecodeError, loads
 
         try:
-            table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            table = loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
+        except (TOMLDecodeError, UnicodeDecodeError) as err:
             raise UsageError(f"cannot read {pyproject}: {err}", hint="fix the TOML") from None
     return {"build-backend": table.get("build-backend") or "setuptools.build_meta:__legacy__",
             "requires": table.get("requires", ["setuptools>=40.8.0"])}

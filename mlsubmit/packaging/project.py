@@ -38,11 +38,11 @@ def _declares_build(project_dir: Path) -> bool:
     pyproject = project_dir / "pyproject.toml"
     if not pyproject.is_file():
         return False
-    import tomllib
+    from mlsubmit.packaging.toml import TOMLDecodeError, loads
 
     try:
-        table = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        table = loads(pyproject.read_text(encoding="utf-8"))
+    except (TOMLDecodeError, UnicodeDecodeError) as err:
         raise UsageError(f"cannot read {pyproject}: {err}", hint="fix the TOML") from None
     return "project" in table or "build-system" in table
 

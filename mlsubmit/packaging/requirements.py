@@ -49,9 +49,9 @@ def needs_build_isolation(path: Path) -> bool:
     text = _sdist_file(path, "pyproject.toml")
     if text is None:
         return False
-    import tomllib
+    from mlsubmit.packaging.toml import loads
 
-    return not builds_here(tomllib.loads(text).get("build-system", {}))
+    return not builds_here(loads(text).get("build-system", {}))
 
 
 def pip_error(output: str) -> str:
