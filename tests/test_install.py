@@ -134,19 +134,15 @@ def test_the_core_installs_on_every_python_here_with_no_framework_and_its_comman
     assert {"train", "config", "package", "predict", "emulator", "jobs", "cache"} <= {p[0] for p in helped if p}
 
 
-def test_on_the_oldest_python_a_package_trains_in_the_users_own_environment(core_venvs, tmp_path, images_home):
-    """`train --local` without image environments (MLSUBMIT_IMAGE_ENV=0: the user's own Python) reads the sdist's
-    pyproject.toml to decide how to install it: on Python 3.10, which has no tomllib, through tomli (this failed with
-    ModuleNotFoundError: No module named 'tomllib' until 2026-12-07)."""
-    from support.tiny_package import make_project
-
+def test_on_the_oldest_python_a_pyproject_only_package_is_packaged(core_venvs, tmp_path, images_home):
+    """`mlsubmit package` reads the project's pyproject.toml: on Python 3.10, which has no tomllib, through tomli
+    (this failed with "No module named 'tomllib'" until 2026-12-07)."""
     venv = core_venvs[min(core_venvs)]
-    package = make_project(tmp_path / "project")
-    env = {**_user_env(tmp_path, images_home), "MLSUBMIT_IMAGE_ENV": "0"}
-    trained = _run([venv["mlsubmit"], "train", "--local", "--package-path", package, "--module-name",
-                    f"{package.name}.task", "--", "--job-dir", tmp_path / "job"], env=env, cwd=tmp_path, timeout=600)
-    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
-    assert "SUCCEEDED" in trained.stdout and trained.stderr == "", trained.stdout[-2000:] + trained.stderr[-2000:]
+    project = shutil.copytree(FIXTURES / "pyproject_setuptools", tmp_path / "project")
+    packaged = _run([venv["mlsubmit"], "package", "--skip-preflight"], env=_user_env(tmp_path, images_home),
+                    cwd=project, timeout=600)
+    assert packaged.returncode == 0, packaged.stdout[-3000:] + packaged.stderr[-3000:]
+    assert "tomllib" not in packaged.stderr and list(project.glob("dist/*.tar.gz")), packaged.stdout[-2000:]
 
 
 def test_the_core_packages_and_trains_a_package_here_on_the_image_environment(core_venvs, tmp_path, images_home):
