@@ -145,6 +145,21 @@ def test_on_the_oldest_python_a_pyproject_only_package_is_packaged(core_venvs, t
     assert "tomllib" not in packaged.stderr and list(project.glob("dist/*.tar.gz")), packaged.stdout[-2000:]
 
 
+def test_on_the_oldest_python_the_pre_flight_on_the_users_own_python_builds_a_setup_py_package(core_venvs, tmp_path,
+                                                                                               images_home):
+    """With image environments off, the pre-flight installs the package on the user's own Python: there a 3.10 venv
+    has setuptools 65.5 and no `wheel`, which cannot build a wheel alone, so pip builds it in isolation with
+    setuptools from the index, as the cloud's pip does (this failed with "invalid command 'bdist_wheel'" until
+    2026-12-07)."""
+    venv = core_venvs[min(core_venvs)]
+    project = shutil.copytree(FIXTURES / "same_relative_path", tmp_path / "project")
+    packaged = _run([venv["mlsubmit"], "package", "--package-path", "samepath", "--module-name", "samepath.task"],
+                    env={**_user_env(tmp_path, images_home), "MLSUBMIT_IMAGE_ENV": "0"}, cwd=project, timeout=600)
+    assert packaged.returncode == 0, packaged.stdout[-3000:] + packaged.stderr[-3000:]
+    assert re.search(r"preflight ok: installed in a fresh venv on mlsubmit's own environment \(Python 3\.10\.\d+\)",
+                     packaged.stdout), packaged.stdout[-3000:]
+
+
 def test_the_core_packages_and_trains_a_package_here_on_the_image_environment(core_venvs, tmp_path, images_home):
     venv = core_venvs[min(core_venvs)]  # the oldest Python, with the oldest pip
     project = shutil.copytree(FIXTURES / "vertex_strict", tmp_path / "project")

@@ -335,7 +335,7 @@ def _pip_env():
 # How pip (23.0 to 26.3 seen) says it could not put a build requirement (setuptools, wheel) into an isolated build
 # environment: "Installing build dependencies: finished with status 'error'", "× pip subprocess to install build
 # dependencies did not run successfully" ("backend dependencies": what setuptools asks for once it runs).
-_BUILD_DEPS_FAILED = r"install(?:ing)? (?:build|backend) dependencies(?:: finished with status 'error'| did not run)"
+BUILD_DEPS_FAILED = r"install(?:ing)? (?:build|backend) dependencies(?:: finished with status 'error'| did not run)"
 
 
 def pip_reason(output):
@@ -384,7 +384,7 @@ def pip_install(python, items, cwd, say, names):
 
     done = _pip_install(python, items, cwd)
     output = done.stderr + done.stdout
-    if done.returncode != 0 and re.search(_BUILD_DEPS_FAILED, output, re.I):
+    if done.returncode != 0 and re.search(BUILD_DEPS_FAILED, output, re.I):
         inner = [line.strip() for line in output.split("[end of output]")[0].splitlines()]
         fetched = " | ".join([line for line in inner if line.startswith("ERROR:")][-2:]) or "no answer"
         setuptools_version, has_wheel = build_backend_of(python)

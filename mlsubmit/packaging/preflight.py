@@ -8,8 +8,9 @@ TensorFlow), done locally so a package that cannot install fails before a job is
   environments are off, MLSUBMIT_IMAGE_ENV=0) and sees that environment's packages through a `.pth` bridge;
 - `pip install --no-deps --no-index --no-build-isolation --ignore-installed <sdist>`: no network, and
   setuptools comes from the base environment instead of being fetched (the cloud, online, builds in
-  isolation with setuptools from the index). An sdist whose backend is not setuptools (hatchling, flit, …)
-  is built in isolation as the cloud does, its backend fetched from your index;
+  isolation with setuptools from the index). An sdist whose backend is not setuptools (hatchling, flit, …),
+  or one that mlsubmit's own setuptools cannot build a wheel of alone (before 70.1, without `wheel`), is built
+  in isolation as the cloud does, its backend fetched from your index;
 - the module must be in the installed package (found without importing anything), then the package's declared
   requirements that the environment does not already satisfy are installed from your index with your pip
   configuration (`requirements.py`): what the cloud's pip would add to its image — before anything of the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlsubmit.launcher.replica import BUILD_DEPS_FAILED
 from mlsubmit.local import children  # pip and the checks run as children that die with us and can be stopped
 from mlsubmit.errors import UsageError
 from mlsubmit.packaging.frontend import missing_file_hint
@@ -190,8 +193,9 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
     python = _venv_python(venv_dir)
     if not python.exists():
         python = create_venv(venv_dir, base)
-    # offline with the base's setuptools when it is mlsubmit's own and can build it; an image's environment need
-    # not carry setuptools' `wheel`: there pip builds in isolation from the index, as the cloud's pip does
+    # offline with the base's setuptools when it is mlsubmit's own and can build a wheel alone; an image's
+    # environment need not carry setuptools' `wheel`: there pip builds in isolation from the index, as the cloud's
+    # pip does
     isolated = needs_build_isolation(path) or (base is not None and base.python != own_env().python)
     offline = [] if isolated else ["--no-index", "--no-build-isolation"]
     cmd = [str(python), "-m", "pip", "install", "--no-deps", *offline, "--ignore-installed", "--no-cache-dir",
@@ -207,9 +211,15 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
         if "No module named setuptools" in (done.stderr or ""):
             raise UsageError(f"{path.name} does not install: installing it offline needs setuptools in "
                              f"{(base or own_env()).label}", hint="pip install setuptools, or pass --skip-preflight")
-        raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): "
-                         f"{build_cause(done.stderr or done.stdout)}",
-                         hint=missing_file_hint(build_cause(done.stderr or done.stdout)) or
+        said = build_cause(done.stderr or done.stdout)
+        if isolated and re.search(BUILD_DEPS_FAILED, done.stderr + done.stdout, re.I):
+            raise UsageError(f"{path.name} does not install: pip could not fetch its build requirements from your "
+                             f"package index ({said})",
+                             hint="give pip an index it can reach (pip.conf, PIP_INDEX_URL)" + (
+                                 "" if base is not None and base.python != own_env().python else
+                                 ", or pip install 'setuptools>=70.1' beside mlsubmit to build offline")) from None
+        raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): {said}",
+                         hint=missing_file_hint(said) or
                          "fix the package or setup.py; --skip-preflight skips this check") from None
     if not requirements:
         return python, ()

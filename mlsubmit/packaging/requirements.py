@@ -42,10 +42,30 @@ def builds_here(build_system: dict) -> bool:
     return True
 
 
+def builds_wheels_here() -> bool:
+    """Whether mlsubmit's own setuptools can build a wheel with nothing fetched: 70.1 and later can, older ones only
+    beside the `wheel` package (a Python 3.10 venv comes with setuptools 65.5 and no wheel: "invalid command
+    'bdist_wheel'"). The rule is the launcher's, which decides the same on a cluster's nodes."""
+    import importlib.metadata
+
+    from mlsubmit.launcher.replica import builds_without_isolation
+
+    def installed(name):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    return builds_without_isolation(installed("setuptools"), installed("wheel") is not None)
+
+
 def needs_build_isolation(path: Path) -> bool:
-    """Whether installing `path` needs a backend mlsubmit's environment lacks (see `builds_here`)."""
+    """Whether installing `path` needs a backend mlsubmit's environment lacks (see `builds_here`), or a wheel build
+    its setuptools cannot do alone (`builds_wheels_here`)."""
     if not path.name.endswith((".tar.gz", ".tgz")):
         return False
+    if not builds_wheels_here():
+        return True
     text = _sdist_file(path, "pyproject.toml")
     if text is None:
         return False
