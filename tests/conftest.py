@@ -19,8 +19,8 @@ os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
 # no process the suite starts outlives its test or the session; the heaviest test files are handed out first;
 # TensorFlow-only files start their processes without the venv's other frameworks (support/without_frameworks.py)
-pytest_plugins = ["support.leftovers", "support.ordering", "support.quick_tier", "support.temp_folder",
-                  "support.without_frameworks"]
+pytest_plugins = ["support.image_cache", "support.leftovers", "support.ordering", "support.quick_tier",
+                  "support.temp_folder", "support.without_frameworks"]
 
 
 @pytest.fixture(scope="session")
@@ -47,10 +47,11 @@ def images_home(tmp_path_factory):
     """One $MLSUBMIT_IMAGES for the suite: image metadata, image environments and pre-flight results are
     content-addressed (an image's environment by its pins and Python, a check by the sdist's sha256), so they are
     kept between runs like pip's own cache (an image environment takes minutes to build): in
-    $MLSUBMIT_TEST_IMAGES, default ~/.cache/mlsubmit/test-images."""
-    kept = os.environ.get("MLSUBMIT_TEST_IMAGES") or Path.home() / ".cache" / "mlsubmit" / "test-images"
-    Path(kept).mkdir(parents=True, exist_ok=True)
-    return Path(kept)
+    $MLSUBMIT_TEST_IMAGES, default ~/.cache/mlsubmit/test-images; what no run used for two weeks is pruned at the
+    end of a session (support/image_cache.py)."""
+    from support.image_cache import images_home as kept
+
+    return kept()
 
 
 @pytest.fixture(autouse=True)
