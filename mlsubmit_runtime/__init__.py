@@ -13,7 +13,8 @@ imports it without clashing with anything mlsubmit installs:
 
 Modules: `errors` (InputError), `kerasmod` (Keras 3 or tf_keras), `features` (the .npz feature/label
 preprocessing that mlsubmit predict shares), `storage` (local dirs and gs:// prefixes), `artifacts`
-(MANIFEST.json), `multi_gpu`, `devices`, `hypertune`.
+(MANIFEST.json), `multi_gpu`, `devices`, `hypertune`, `heap` (frameworks imported with the garbage collector paused,
+then frozen).
 """
 
 __version__ = "0.1.0"

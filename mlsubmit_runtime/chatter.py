@@ -119,10 +119,13 @@ def quiet_native_startup() -> Iterator[None]:
 
 def import_tensorflow():
     """`import tensorflow` with its start-up chatter hidden and every other line it prints kept: the import and
-    the first GPU query (where `failed call to cuInit` comes), in this process. Returns the module."""
+    the first GPU query (where `failed call to cuInit` comes), in this process, with the garbage collector paused
+    and what the import made frozen (mlsubmit_runtime.heap). Returns the module."""
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    with quiet_native_startup():
+    from mlsubmit_runtime.heap import loading_frameworks
+
+    with quiet_native_startup(), loading_frameworks():  # its millions of objects out of the collector's way
         tf = importlib.import_module("tensorflow")
         tf.config.list_physical_devices("GPU")
     return tf

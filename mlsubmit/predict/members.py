@@ -47,9 +47,12 @@ class Member:
 def _keras(backend: str):
     """The Keras found here: Keras 3 under `backend`, which this process takes for good on the first import
     (KERAS_BACKEND), or Keras 2 (tf.keras), which runs on TensorFlow only."""
+    from mlsubmit_runtime.heap import loading_frameworks  # their millions of objects out of the collector's way
+
     activate(backend)
     if backend != "tensorflow":
-        import keras
+        with loading_frameworks():
+            import keras
 
         return keras
     if "tensorflow" in sys.modules:
@@ -59,9 +62,10 @@ def _keras(backend: str):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: quiet C++ start-up logs
     from mlsubmit.chatter import quiet_native_startup
 
-    with quiet_native_startup(), warnings.catch_warnings():  # C++ start-up logs, before the variable takes effect
-        # TensorFlow 2.8-2.1x imports googleapiclient where it is installed (mlsubmit's core brings it): on Python
-        # 3.10 google.api_core then warns about its own support of that Python, nothing predict uses or can act on
+    with quiet_native_startup(), warnings.catch_warnings(), loading_frameworks():  # C++ logs before the variable
+        # takes effect. TensorFlow 2.8-2.1x imports googleapiclient where it is installed (mlsubmit's core brings
+        # it): on Python 3.10 google.api_core then warns about its own support of that Python, nothing predict uses
+        # or can act on
         warnings.filterwarnings("ignore", "You are using a non-supported Python version", FutureWarning)
         try:
             import tensorflow as tf
