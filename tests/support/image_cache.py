@@ -62,8 +62,10 @@ def due(home: Path, now: float) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+    if not _controller(session.config):
+        return
     home = images_home()
-    if _controller(session.config) and due(home, time.time()):
+    if due(home, time.time()):
         session.config.stash[_PRUNED] = prune(home)
         (home / _STAMP).touch()
 
