@@ -14,11 +14,8 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
-import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-_UNFREEZE_AT_EXIT: list[bool] = []  # registered once a process
 
 
 @contextmanager
@@ -33,9 +30,11 @@ def loading_frameworks() -> Iterator[None]:
         gc.freeze()
         if was_on:
             gc.enable()
-        if not _UNFREEZE_AT_EXIT:  # the interpreter's shutdown then finds the objects where it would have: without
-            atexit.register(gc.unfreeze)  # it TensorFlow 2.8 crashes on exit (SIGSEGV) after an error
-            _UNFREEZE_AT_EXIT.append(True)
+        # back to the collector at exit, before the atexit handlers of what was just imported (last registered, first
+        # run): the interpreter's shutdown then finds the objects where it would have; without it TensorFlow 2.8
+        # crashes on exit (SIGSEGV) after an error. Once a process: unregister drops an earlier registration.
+        atexit.unregister(gc.unfreeze)
+        atexit.register(gc.unfreeze)
 
 
 def import_frameworks(modules: tuple[str, ...]) -> None:
@@ -43,9 +42,7 @@ def import_frameworks(modules: tuple[str, ...]) -> None:
     code that needs it, which says why."""
     with loading_frameworks():
         for name in modules:
-            if importlib.util.find_spec(name) is None:
-                continue
             try:
                 importlib.import_module(name)
-            except ImportError:
+            except ImportError:  # not installed, or broken: said by the code that needs it
                 continue

@@ -19,8 +19,8 @@ os.environ.setdefault("MLSUBMIT_IMAGE_ENV", "0")
 
 # no process the suite starts outlives its test or the session; the heaviest test files are handed out first;
 # TensorFlow-only files start their processes without the venv's other frameworks (support/without_frameworks.py)
-pytest_plugins = ["support.image_cache", "support.leftovers", "support.ordering", "support.quick_tier",
-                  "support.temp_folder", "support.without_frameworks"]
+pytest_plugins = ["support.leftovers", "support.image_cache", "support.ordering", "support.quick_tier",
+                  "support.temp_folder", "support.without_frameworks"]  # leftovers first: the others import it
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise TrainerError(f"invalid value for --precision: received {config.precision!r}, but cluster jobs "
                                    "train in float32; drop --precision, or train on one machine's GPUs")
             os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 3 cannot train on cluster strategies (see README)
-        if config.backend != "tensorflow":  # TensorFlow is imported through mlsubmit_runtime.chatter, which does so
+        if config.backend != "tensorflow":  # TensorFlow's import (mlsubmit_runtime.chatter) pauses the collector too
             from mlsubmit_runtime.heap import import_frameworks
 
             import_frameworks(("keras", config.backend))  # under KERAS_BACKEND, with the collector paused

@@ -196,7 +196,8 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
     # offline with the base's setuptools when it is mlsubmit's own and can build a wheel alone; an image's
     # environment need not carry setuptools' `wheel`: there pip builds in isolation from the index, as the cloud's
     # pip does
-    isolated = needs_build_isolation(path) or (base is not None and base.python != own_env().python)
+    on_image = base is not None and base.python != own_env().python
+    isolated = needs_build_isolation(path) or on_image
     offline = [] if isolated else ["--no-index", "--no-build-isolation"]
     cmd = [str(python), "-m", "pip", "install", "--no-deps", *offline, "--ignore-installed", "--no-cache-dir",
            "--no-input", str(path)]
@@ -216,7 +217,7 @@ def install_package(sdist: Sdist | str | os.PathLike, venv_dir: str | os.PathLik
             raise UsageError(f"{path.name} does not install: pip could not fetch its build requirements from your "
                              f"package index ({said})",
                              hint="give pip an index it can reach (pip.conf, PIP_INDEX_URL)" + (
-                                 "" if base is not None and base.python != own_env().python else
+                                 "" if on_image else
                                  ", or pip install 'setuptools>=70.1' beside mlsubmit to build offline")) from None
         raise UsageError(f"{path.name} does not install (pip exit code {done.returncode}): {said}",
                          hint=missing_file_hint(said) or

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from support.leftovers import controller
+
 MAX_AGE = "14d"
 EVERY = 24 * 3600.0  # seconds between two prunes
 _STAMP = ".pruned"  # in the images home: its mtime is the last prune
@@ -32,10 +34,6 @@ def images_home() -> Path:
     kept = Path(os.environ.get("MLSUBMIT_TEST_IMAGES") or Path.home() / ".cache" / "mlsubmit" / "test-images")
     kept.mkdir(parents=True, exist_ok=True)
     return kept
-
-
-def _controller(config) -> bool:
-    return not os.environ.get("PYTEST_XDIST_WORKER") and not config.option.collectonly
 
 
 def prune(home: Path) -> list[str]:
@@ -62,7 +60,7 @@ def due(home: Path, now: float) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    if not _controller(session.config):
+    if not controller(session.config):
         return
     home = images_home()
     if due(home, time.time()):

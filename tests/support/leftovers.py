@@ -91,8 +91,13 @@ def pytest_runtest_protocol(item, nextitem):
         item.config.stash.setdefault(_LEFT_BY_TESTS, []).append(f"{item.nodeid} left {names}")
 
 
+def controller(config) -> bool:
+    """Whether this process is the session's controller (not an xdist worker) in a run that runs tests."""
+    return not os.environ.get("PYTEST_XDIST_WORKER") and not config.option.collectonly
+
+
 def pytest_sessionfinish(session, exitstatus):
-    if session.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not controller(session.config):
         return
     try:
         temp_root = str(session.config._tmp_path_factory.getbasetemp())

@@ -20,19 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from support.leftovers import fail_session
+from support.leftovers import controller, fail_session
 
 _EXPECTED = ("__autograph_generated_file", "torchinductor_")
 _FOLDER = pytest.StashKey[Path]()
 
 
-def _controller(config) -> bool:
-    return not os.environ.get("PYTEST_XDIST_WORKER") and not config.option.collectonly
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    if not _controller(config):
+    if not controller(config):
         return
     config._tmp_path_factory.getbasetemp()  # pytest's own folder first, in the usual temporary folder
     folder = Path(tempfile.mkdtemp(prefix="mlsubmit-tests-"))
