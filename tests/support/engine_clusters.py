@@ -54,10 +54,14 @@ def stock_python(version: str) -> StockPython | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(avoid: range = range(0)) -> int:
+    """A port free now on 127.0.0.1, outside `avoid` (ports another component of the same cluster will take)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 @dataclass
@@ -135,8 +139,9 @@ def dask_cluster(tmp: Path, nodes: Path, workers: int = 3) -> Cluster:
 
 
 def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
-    gcs, client, log = free_port(), free_port(), tmp / "ray.log"
     low = 20000 + (os.getpid() % 400) * 100
+    workers = range(low, low + 100)  # Ray refuses to start when its client or GCS port falls in the workers' range
+    gcs, client, log = free_port(workers), free_port(workers), tmp / "ray.log"
     env = {**_env(nodes), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
     # no log monitor: it forwards the workers' output to drivers, and mlsubmit's driver takes none (log_to_driver=False;
     # the replicas' lines come through the job's control connection)
@@ -147,7 +152,7 @@ def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
     cluster = Cluster(f"ray://127.0.0.1:{client}", scratch=[temp], signals=(signal.SIGKILL,))
     cluster.processes.append(_start([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                                      f"--port={gcs}", f"--ray-client-server-port={client}",
-                                     f"--min-worker-port={low}", f"--max-worker-port={low + 99}",
+                                     f"--min-worker-port={workers[0]}", f"--max-worker-port={workers[-1]}",
                                      f"--num-cpus={cpus}", f"--temp-dir={temp}", "--include-dashboard=false",
                                      "--include-log-monitor=false", "--disable-usage-stats"], log, env))
     _wait(lambda: "will now block forever" in log.read_text(errors="replace"), "the Ray head", cluster, log)
