@@ -138,7 +138,11 @@ def emulator_command(
 
     gcs = _check_gcs_endpoint(gcs_endpoint) if gcs_endpoint else None
     kube = _start_kube(_port(kube_port, "--kube-port")) if kube_port is not None else None
-    try:
+    try:  # announced only once `kube` is held here: a Ctrl-C right after the line still stops it and removes its folder
+        if kube is not None:
+            typer.echo(f"Kubernetes API on {kube.url} (answers only to the token in its kubeconfig, readable by you "
+                       f"alone): export KUBECONFIG={kube.kubeconfig}   then kubectl apply -f FILE, or train --target "
+                       "kubernetes")
         serve(port=port, gcs_endpoint=gcs, gcs_port=_port(gcs_port, "--gcs-port") if gcs_port is not None else 0,
               data_dir=data_dir, max_running=max_running, buckets=buckets,
               ready=functools.partial(_say_ready, capacity=capacity), log_requests=not quiet,
@@ -158,12 +162,9 @@ def _start_kube(port: int):
     from mlsubmit.emulator.kube_api import KubeServer
 
     try:
-        kube = KubeServer(port).start()
+        return KubeServer(port).start()
     except OSError as err:
         raise invalid_value("--kube-port", port, "a free port of 127.0.0.1", hint=err.strerror) from None
-    typer.echo(f"Kubernetes API on {kube.url} (answers only to the token in its kubeconfig, readable by you alone): "
-               f"export KUBECONFIG={kube.kubeconfig}   then kubectl apply -f FILE, or train --target kubernetes")
-    return kube
 
 
 def register(app: typer.Typer) -> None:
