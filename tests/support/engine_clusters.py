@@ -140,8 +140,10 @@ def dask_cluster(tmp: Path, nodes: Path, workers: int = 3) -> Cluster:
 
 def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
     low = 20000 + (os.getpid() % 400) * 100
-    workers = range(low, low + 100)  # Ray refuses to start when its client or GCS port falls in the workers' range
-    gcs, client, log = free_port(workers), free_port(workers), tmp / "ray.log"
+    # Ray refuses to start when another of its ports falls in the workers' range: the GCS and client ports, and its
+    # dashboard agent's, a fixed 52365 unless given (a full run's pid put the range over it)
+    workers = range(low, low + 100)
+    gcs, client, agent, log = free_port(workers), free_port(workers), free_port(workers), tmp / "ray.log"
     env = {**_env(nodes), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
     # no log monitor: it forwards the workers' output to drivers, and mlsubmit's driver takes none (log_to_driver=False;
     # the replicas' lines come through the job's control connection)
@@ -152,6 +154,7 @@ def ray_cluster(tmp: Path, nodes: Path, cpus: int = 3) -> Cluster:
     cluster = Cluster(f"ray://127.0.0.1:{client}", scratch=[temp], signals=(signal.SIGKILL,))
     cluster.processes.append(_start([str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                                      f"--port={gcs}", f"--ray-client-server-port={client}",
+                                     f"--dashboard-agent-listen-port={agent}",
                                      f"--min-worker-port={workers[0]}", f"--max-worker-port={workers[-1]}",
                                      f"--num-cpus={cpus}", f"--temp-dir={temp}", "--include-dashboard=false",
                                      "--include-log-monitor=false", "--disable-usage-stats"], log, env))
